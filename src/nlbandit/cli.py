@@ -1,0 +1,104 @@
+"""Command line: ``nlbandit run|report|check|list``.
+
+* ``nlbandit run FILE [--scale quick|full] [--seeds N]``: simulate the missing runs into the results
+  database, print the results table, write the report (markdown + PNG).
+* ``nlbandit report FILE``: (run what is missing and) write the report.
+* ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
+* ``nlbandit list``: policies, environments and experiment files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from nlbandit.core.hyper import ConfigError
+
+DEFAULT_DB = "results/nlbandit.duckdb"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nlbandit", description="Nonlinear contextual bandits: run, report, check.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, text in (("run", "simulate missing runs, print the table, write the report"),
+                       ("report", "write the report (running what is missing)"),
+                       ("check", "check the claims (running what is missing); exit 1 if one fails")):
+        c = sub.add_parser(name, help=text, description=text)
+        c.add_argument("file", type=Path, help="experiment file (TOML)")
+        c.add_argument("--scale", choices=("quick", "full"), default="quick", help="experiment scale (default quick)")
+        c.add_argument("--seeds", type=int, default=None, help="override the number of repetitions")
+        c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+                       help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
+        c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
+        c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
+        c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    lst = sub.add_parser("list", help="list policies, environments and experiment files")
+    lst.add_argument("what", nargs="?", choices=("policies", "envs", "experiments"), default=None)
+    return p
+
+
+def _list(what: str | None) -> None:
+    from nlbandit.envs.registry import ENVS
+    from nlbandit.policies.registry import POLICIES
+
+    def hypers(entry) -> str:
+        return ", ".join(f"{h.name}={h.default!r}" + ("*" if h.static else "") for h in entry.hypers)
+
+    if what in (None, "policies"):
+        print("policies (hyperparameter=default; * = static, changes shapes):")
+        for e in POLICIES.values():
+            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e) or '(none)'}")
+    if what in (None, "envs"):
+        print("environments:")
+        for e in ENVS.values():
+            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+    if what in (None, "experiments"):
+        print("experiments (under ./experiments):")
+        for f in sorted(Path("experiments").glob("*/*.toml")):
+            print(f"  {f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``nlbandit`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        _list(args.what)
+        return 0
+    try:
+        from nlbandit.experiments.spec import load_experiment
+
+        if args.chunk_size < 1:
+            raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
+        exp = load_experiment(args.file, args.scale, args.seeds)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
+    from nlbandit.store import Store
+
+    out = args.out or Path("reports") / exp.paper
+    command = f"nlbandit report {args.file} --scale {args.scale}" + (
+        f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
+    log = (lambda msg: print(msg, file=sys.stderr))
+    with Store(args.db) as store:
+        run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
+        md, claims = write_report(exp, store, out, command)
+        if args.command == "run":
+            print(results_table(load_rows(exp, store)))
+        print(f"report: {md} (+ {md.with_suffix('.png').name})")
+    for c in claims:
+        print(f"{claim_verdict(c):<12} {c.name}: {c.check}  [" + "; ".join(f"{t} = {v:.2f}" for t, v in c.values) + "]")
+    if args.command == "check":
+        failed = [c for c in claims if not c.ok]
+        print(f"{len(claims) - len(failed)} of {len(claims)} claims as declared" + (
+            f"; failed: {', '.join(c.name for c in failed)}" if failed else ""))
+        return 1 if failed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

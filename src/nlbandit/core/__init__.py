@@ -1,0 +1,1 @@
+"""Protocols, the simulation engine, hyperparameter declarations and PRNG stream handling."""

@@ -1,0 +1,38 @@
+"""PRNG streams of one repetition (seed).
+
+Common random numbers across policies (spec 003, U18): the problem instance and the environment's
+noise depend only on the seed, so every policy run with the same seed faces the same instance and the
+same noise sequence; each policy draws from its own streams. Round keys are ``fold_in(stream, t)``, so
+the draws of round ``t`` do not depend on how the horizon is cut into chunks, which makes resumed runs
+bit-identical to uninterrupted ones.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+_ENV_RESET, _ENV_OBSERVE, _ENV_PULL, _POLICY_INIT, _POLICY_ACT, _POLICY_UPDATE = range(6)
+
+
+class SeedKeys(NamedTuple):
+    """The independent key streams derived from one seed."""
+
+    env_reset: jax.Array
+    env_observe: jax.Array
+    env_pull: jax.Array
+    policy_init: jax.Array
+    policy_act: jax.Array
+    policy_update: jax.Array
+
+
+def seed_keys(seed: jax.Array) -> SeedKeys:
+    """Derive the six streams of a repetition from its integer seed."""
+    root = jax.random.key(seed)
+    return SeedKeys(*(jax.random.fold_in(root, i) for i in range(6)))
+
+
+def round_key(stream: jax.Array, t: jax.Array) -> jax.Array:
+    """The key of round ``t`` in a stream."""
+    return jax.random.fold_in(stream, t)

@@ -1,0 +1,248 @@
+"""The compiled simulation engine: ``jit(vmap(scan))`` over rounds, vectorised over seeds and grids.
+
+Rounds run in chunks of ``chunk_size`` through one compiled function (a second compilation only when
+the horizon is not a multiple of the chunk size). Between chunks the host accumulates the curves in
+float64, advances the progress bar, and may hand a :class:`SimProgress` to ``on_chunk`` for
+checkpointing; ``simulate(..., resume=progress)`` continues from it with bit-identical results, because
+round ``t``'s keys depend only on the seed and ``t`` (see :mod:`nlbandit.core.keys`).
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.types import Env, Policy
+
+
+def recorded_rounds(horizon: int, max_points: int) -> np.ndarray:
+    """The 1-based rounds at which curves are kept: every ⌈T/max_points⌉-th round, and always T."""
+    stride = -(-horizon // max_points)
+    return np.unique(np.r_[np.arange(stride, horizon + 1, stride), horizon]).astype(np.int64)
+
+
+@dataclass
+class SimProgress:
+    """Host-side state of a simulation after ``t_done`` rounds: everything needed to resume it.
+
+    Arrays have a leading batch shape ``B = (S,)``, or ``(G, S)`` for a grid.
+    """
+
+    t_done: int
+    policy_state: list[np.ndarray]
+    cum_regret: np.ndarray  # B + (P,), filled for rounds ≤ t_done
+    cum_reward: np.ndarray  # B + (P,)
+    arms: np.ndarray  # B + (T,), int32
+    last_regret: np.ndarray  # B, cumulative regret after t_done rounds
+    last_reward: np.ndarray  # B
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    chunk_seconds: list[float] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        """Serialise (npz) for a checkpoint."""
+        buf = io.BytesIO()
+        arrays = {f"state_{i}": a for i, a in enumerate(self.policy_state)}
+        np.savez(
+            buf,
+            t_done=self.t_done,
+            cum_regret=self.cum_regret,
+            cum_reward=self.cum_reward,
+            arms=self.arms,
+            last_regret=self.last_regret,
+            last_reward=self.last_reward,
+            timing=np.array([self.compile_s, self.run_s]),
+            chunk_seconds=np.array(self.chunk_seconds, dtype=np.float64),
+            **arrays,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "SimProgress":
+        """Inverse of :meth:`to_bytes`."""
+        z = np.load(io.BytesIO(data))
+        n_state = sum(1 for k in z.files if k.startswith("state_"))
+        return cls(
+            t_done=int(z["t_done"]),
+            policy_state=[z[f"state_{i}"] for i in range(n_state)],
+            cum_regret=z["cum_regret"],
+            cum_reward=z["cum_reward"],
+            arms=z["arms"],
+            last_regret=z["last_regret"],
+            last_reward=z["last_reward"],
+            compile_s=float(z["timing"][0]),
+            run_s=float(z["timing"][1]),
+            chunk_seconds=list(z["chunk_seconds"]),
+        )
+
+
+@dataclass
+class SimResult:
+    """Result of :func:`simulate`. Batch shape ``B`` is ``(S,)`` or ``(G, S)`` for a grid.
+
+    Attributes:
+      rounds: (P,) recorded 1-based rounds (always ending at the horizon).
+      cum_regret: B + (P,) cumulative pseudo-regret Σ_{s≤t} (max_x h(x) − h(X_s)) at ``rounds``.
+      cum_reward: B + (P,) cumulative realised reward at ``rounds``.
+      arms: B + (T,) chosen arm index in every round.
+      compile_s: seconds spent compiling; run_s: seconds spent running (compilation excluded).
+      chunk_seconds: run time of each chunk, in order (for per-round cost versus t).
+      chunk_size: rounds per chunk.
+    """
+
+    rounds: np.ndarray
+    cum_regret: np.ndarray
+    cum_reward: np.ndarray
+    arms: np.ndarray
+    compile_s: float
+    run_s: float
+    chunk_seconds: list[float]
+    chunk_size: int
+
+    @property
+    def final_regret(self) -> np.ndarray:
+        """Exact cumulative pseudo-regret at the horizon, shape B."""
+        return self.cum_regret[..., -1]
+
+    @property
+    def horizon(self) -> int:
+        """Number of rounds simulated."""
+        return int(self.rounds[-1])
+
+
+def _one_seed(env: Env, policy: Policy):
+    """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm)) for one seed."""
+
+    def run(params, keys, env_state, state, ts):
+        def body(state, t):
+            contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
+            means = env.mean(env_state, contexts)
+            arm = policy.act(params, state, round_key(keys.policy_act, t), contexts, mask, t)
+            feedback = env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm)
+            state = policy.update(params, state, round_key(keys.policy_update, t), contexts[arm], feedback, t)
+            regret = jnp.max(jnp.where(mask, means, -jnp.inf)) - means[arm]
+            return state, (regret, feedback.reward, arm)
+
+        return jax.lax.scan(body, state, ts)
+
+    return run
+
+
+def simulate(
+    env: Env,
+    policy: Policy,
+    params: Any,
+    horizon: int,
+    seeds,
+    *,
+    grid: bool = False,
+    chunk_size: int = 1000,
+    max_points: int = 2000,
+    progress: bool | str = False,
+    on_chunk: Callable[[SimProgress], None] | None = None,
+    resume: SimProgress | None = None,
+) -> SimResult:
+    """Run ``policy`` on ``env`` for ``horizon`` rounds, for every seed (and grid point) at once.
+
+    Args:
+      env, policy: the environment and policy (see :mod:`nlbandit.core.types`).
+      params: the policy's traced hyperparameters; with ``grid=True`` every leaf has a leading axis G and
+        the grid points are run side by side (common random numbers: all see the same instances/noise).
+      horizon: number of rounds T ≥ 1.
+      seeds: integer seeds, one per repetition.
+      chunk_size: rounds per compiled chunk (progress and checkpoints advance per chunk).
+      max_points: curves are kept at at most about this many rounds (final values always exact).
+      progress: show a progress bar (a string is used as its description).
+      on_chunk: called with the :class:`SimProgress` after every chunk (for checkpoints).
+      resume: continue from a :class:`SimProgress` produced by an earlier call with the same arguments.
+
+    Returns:
+      A :class:`SimResult`.
+    """
+    seeds = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
+    n_seeds = int(seeds.shape[0])
+    keys = jax.vmap(seed_keys)(seeds)
+    one = _one_seed(env, policy)
+    run = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
+    init = jax.vmap(lambda p, k: policy.init(p, k.policy_init), in_axes=(None, 0))
+    if grid:
+        run = jax.vmap(run, in_axes=(0, None, None, 0, None))
+        init = jax.vmap(init, in_axes=(0, None))
+        batch = (int(jax.tree.leaves(params)[0].shape[0]), n_seeds)
+    else:
+        batch = (n_seeds,)
+
+    t0 = time.perf_counter()
+    env_states = jax.jit(jax.vmap(env.reset))(keys.env_reset)
+    if resume is None:
+        states = jax.jit(init)(params, keys)
+    else:
+        treedef = jax.tree.structure(jax.eval_shape(init, params, keys))
+        states = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in resume.policy_state])
+    jax.block_until_ready((env_states, states))
+    setup_s = time.perf_counter() - t0
+
+    rounds = recorded_rounds(horizon, max_points)
+    chunk_size = max(1, min(chunk_size, horizon))
+    if resume is None:
+        prog = SimProgress(
+            0,
+            [],
+            np.zeros(batch + rounds.shape),
+            np.zeros(batch + rounds.shape),
+            np.zeros(batch + (horizon,), np.int32),
+            np.zeros(batch),
+            np.zeros(batch),
+        )
+    else:
+        prog = resume
+    prog.compile_s += setup_s
+
+    run_jit = jax.jit(run, donate_argnums=(3,))
+    compiled: dict[int, Any] = {}
+    bar = tqdm(total=horizon, initial=prog.t_done, unit="round", disable=not progress,
+               desc=progress if isinstance(progress, str) else None, leave=False)
+    while prog.t_done < horizon:
+        length = min(chunk_size, horizon - prog.t_done)
+        ts = jnp.arange(prog.t_done + 1, prog.t_done + length + 1)
+        if length not in compiled:
+            c0 = time.perf_counter()
+            compiled[length] = run_jit.lower(params, keys, env_states, states, ts).compile()
+            prog.compile_s += time.perf_counter() - c0
+        c0 = time.perf_counter()
+        states, (regret, reward, arm) = compiled[length](params, keys, env_states, states, ts)
+        regret, reward, arm = jax.device_get((regret, reward, arm))
+        elapsed = time.perf_counter() - c0
+        prog.run_s += elapsed
+        prog.chunk_seconds.append(elapsed)
+        _accumulate(prog, rounds, regret, reward, arm)
+        bar.update(length)
+        if on_chunk is not None:
+            prog.policy_state = [np.asarray(a) for a in jax.tree.leaves(jax.device_get(states))]
+            on_chunk(prog)
+    bar.close()
+    return SimResult(rounds, prog.cum_regret, prog.cum_reward, prog.arms, prog.compile_s, prog.run_s,
+                     list(prog.chunk_seconds), chunk_size)
+
+
+def _accumulate(prog: SimProgress, rounds: np.ndarray, regret, reward, arm) -> None:
+    """Fold one chunk's per-round outputs (batch + (L,)) into ``prog`` (float64 running sums)."""
+    start, length = prog.t_done, regret.shape[-1]
+    cum_regret = prog.last_regret[..., None] + np.cumsum(np.asarray(regret, np.float64), axis=-1)
+    cum_reward = prog.last_reward[..., None] + np.cumsum(np.asarray(reward, np.float64), axis=-1)
+    in_chunk = (rounds > start) & (rounds <= start + length)
+    offsets = rounds[in_chunk] - start - 1
+    prog.cum_regret[..., in_chunk] = cum_regret[..., offsets]
+    prog.cum_reward[..., in_chunk] = cum_reward[..., offsets]
+    prog.arms[..., start : start + length] = arm
+    prog.last_regret = cum_regret[..., -1]
+    prog.last_reward = cum_reward[..., -1]
+    prog.t_done = start + length

@@ -1,0 +1,83 @@
+"""The two protocols every environment and policy implements: pure functions on pytrees.
+
+An :class:`Env` is one family of problem instances; ``reset`` draws an instance from a key. A
+:class:`Policy` is an ``init``/``act``/``update`` triple in the style of optax: state goes in, new state
+comes out, every random step takes an explicit key. Hyperparameters that do not change array shapes
+arrive as a ``params`` pytree (traced, so one compilation serves a whole grid); shape-changing ones are
+fixed when the policy is constructed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+PyTree = Any
+Array = jax.Array
+
+
+class ProblemSpec(NamedTuple):
+    """Static sizes a policy is built for.
+
+    Attributes:
+      d: feature dimension.
+      k: maximum number of arms offered in a round (``K_max``); fewer may be available via the mask.
+      horizon: number of rounds, when known (policies with history buffers size them from it).
+    """
+
+    d: int
+    k: int
+    horizon: int
+
+
+class Feedback(NamedTuple):
+    """What the learner observes after acting.
+
+    Attributes:
+      reward: realised reward, a scalar.
+      variance_bound: an upper bound on the noise level revealed after acting, in settings that have one
+        (heteroscedastic bandits); ``None`` elsewhere.
+    """
+
+    reward: Array
+    variance_bound: Array | None = None
+
+
+class Env(NamedTuple):
+    """A bandit environment as pure functions.
+
+    Attributes:
+      name: registry name.
+      spec: static sizes (``d``, ``k``; ``horizon`` is set by the caller of ``simulate``).
+      reset: ``reset(key) -> env_state``: draw one problem instance (θ*, arm pool, ...).
+      observe: ``observe(env_state, key, t) -> (contexts (K, d), mask (K,) bool)``: the arms on offer in
+        round ``t`` (1-based).
+      pull: ``pull(env_state, key, t, contexts, arm) -> Feedback``: the reward of the chosen arm.
+      mean: ``mean(env_state, contexts) -> (K,)``: expected rewards, for pseudo-regret.
+    """
+
+    name: str
+    spec: ProblemSpec
+    reset: Callable[[Array], PyTree]
+    observe: Callable[[PyTree, Array, Array], tuple[Array, Array]]
+    pull: Callable[[PyTree, Array, Array, Array, Array], Feedback]
+    mean: Callable[[PyTree, Array], Array]
+
+
+class Policy(NamedTuple):
+    """A bandit policy as pure functions.
+
+    Attributes:
+      name: registry name.
+      init: ``init(params, key) -> state``.
+      act: ``act(params, state, key, contexts, mask, t) -> arm``: index of the chosen arm (an available
+        one; ties broken uniformly at random).
+      update: ``update(params, state, key, x, feedback, t) -> state``: learn from the chosen arm's
+        features ``x`` (d,) and its :class:`Feedback`.
+    """
+
+    name: str
+    init: Callable[[PyTree, Array], PyTree]
+    act: Callable[[PyTree, PyTree, Array, Array, Array, Array], Array]
+    update: Callable[[PyTree, PyTree, Array, Array, Feedback, Array], PyTree]

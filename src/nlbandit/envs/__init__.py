@@ -1,0 +1,1 @@
+"""Bandit environments (pure functions, see :class:`nlbandit.core.types.Env`)."""

@@ -1,0 +1,75 @@
+"""Environment registry: the names used in experiment files, their hyperparameters and constructors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.core.types import Env
+from nlbandit.envs import synthetic
+
+_VECTOR_DISTS = ("sphere", "cube", "gaussian")
+_COMMON = (
+    Hyper("d", None, "feature dimension d", kind=int, static=True, low=1),
+    Hyper("k", None, "number of arms K (K_max when arms are masked)", kind=int, static=True, low=1),
+    Hyper("noise_std", 0.5, "Gaussian reward noise standard deviation σ", static=True, low=0.0),
+    Hyper("arms", "sphere", "arm feature distribution", kind=str, static=True, choices=_VECTOR_DISTS),
+    Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=_VECTOR_DISTS),
+    Hyper("theta_norm", None, "rescale θ* to this norm S (omitted: keep the drawn norm)", static=True,
+          low=0.0, low_open=True, optional=True),
+    Hyper("contexts", "fixed", "one arm pool per instance, or a fresh pool every round", kind=str,
+          static=True, choices=("fixed", "fresh")),
+    Hyper("avail_prob", 1.0, "probability that an arm is offered in a round", static=True, low=0.0,
+          high=1.0, low_open=True),
+)
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """A registered environment family."""
+
+    name: str
+    make: Callable[..., Env]
+    hypers: tuple[Hyper, ...]
+    doc: str
+
+
+ENVS: dict[str, EnvEntry] = {
+    e.name: e
+    for e in (
+        EnvEntry("linear", synthetic.linear, _COMMON, "linear rewards xᵀθ* + N(0, σ²)"),
+        EnvEntry(
+            "logistic",
+            synthetic.logistic,
+            _COMMON
+            + (
+                Hyper("reward", "bernoulli", "Bernoulli(sigmoid) rewards, or sigmoid mean + N(0, σ²)",
+                      kind=str, static=True, choices=("bernoulli", "gaussian")),
+            ),
+            "logistic mean sigmoid(xᵀθ*), Bernoulli or Gaussian-noise rewards",
+        ),
+    )
+}
+
+
+def env_entry(name: Any, where: str = "env") -> EnvEntry:
+    """The registry entry for ``name``; :class:`ConfigError` listing the known names otherwise."""
+    if name not in ENVS:
+        raise ConfigError(f"{where}: field 'name' must be one of {', '.join(sorted(ENVS))}, got {name!r}")
+    return ENVS[name]
+
+
+def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
+    """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
+    entry = env_entry(config.get("name"), where)
+    return {"name": entry.name, **resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)}
+
+
+def make_env(name: str, **hyperparameters: Any) -> Env:
+    """Construct a registered environment after validating its hyperparameters.
+
+    Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
+    """
+    config = resolve_env({"name": name, **hyperparameters}, f"env '{name}'")
+    return ENVS[name].make(**{k: v for k, v in config.items() if k != "name"})

@@ -1,0 +1,113 @@
+"""Synthetic linear and logistic bandits.
+
+One instance = θ* and (for a fixed arm set) a pool of K arms, drawn by ``reset`` from the repetition's
+key. Options shared by both families:
+
+* ``arms`` / ``theta``: ``"sphere"`` (uniform on the unit sphere; seed 003's choice, spec 003 §4.2 U1),
+  ``"cube"`` (uniform on [−1/√d, 1/√d]^d, so ‖x‖ ≤ 1), ``"gaussian"`` (N(0, I_d), not normalised; the
+  spec 003 §9 variant for θ*).
+* ``theta_norm``: rescale θ* to this norm (``S``); omitted keeps the distribution's own norm.
+* ``contexts``: ``"fixed"`` (one arm pool per instance, the theory's setting) or ``"fresh"`` (a new pool
+  drawn every round, as in the contextual variants).
+* ``avail_prob``: each arm is offered in a round independently with this probability (the arm with the
+  smallest draw is always offered, so a round never has none); 1 offers all K arms.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from nlbandit.core.types import Env, Feedback, ProblemSpec
+
+
+class Instance(NamedTuple):
+    """One problem instance: the parameter θ* (d,) and the fixed arm pool (K, d)."""
+
+    theta: jax.Array
+    arms: jax.Array
+
+
+def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
+    """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, gaussian} (see module docstring)."""
+    if dist == "cube":
+        return jax.random.uniform(key, (n, d), jnp.float64, -1.0, 1.0) / jnp.sqrt(d)
+    g = jax.random.normal(key, (n, d), jnp.float64)
+    return g / jnp.linalg.norm(g, axis=1, keepdims=True) if dist == "sphere" else g
+
+
+def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None):
+    def reset(key):
+        k_theta, k_arms = jax.random.split(key)
+        th = sample_vectors(k_theta, 1, spec.d, theta)[0]
+        if theta_norm is not None:
+            th = th * (theta_norm / jnp.linalg.norm(th))
+        return Instance(th, sample_vectors(k_arms, spec.k, spec.d, arms))
+
+    return reset
+
+
+def _observe(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float):
+    def observe(state, key, t):
+        k_ctx, k_mask = jax.random.split(key)
+        ctx = state.arms if contexts == "fixed" else sample_vectors(k_ctx, spec.k, spec.d, arms)
+        if avail_prob >= 1.0:
+            return ctx, jnp.ones((spec.k,), bool)
+        u = jax.random.uniform(k_mask, (spec.k,))
+        return ctx, (u < avail_prob).at[jnp.argmin(u)].set(True)
+
+    return observe
+
+
+def linear(
+    d: int,
+    k: int,
+    noise_std: float = 0.5,
+    arms: str = "sphere",
+    theta: str = "sphere",
+    theta_norm: float | None = None,
+    contexts: str = "fixed",
+    avail_prob: float = 1.0,
+) -> Env:
+    """Linear bandit: E[Y | x] = xᵀθ*, Y = xᵀθ* + η with η ~ N(0, noise_std²)."""
+    spec = ProblemSpec(d, k, 0)
+
+    def mean(state, ctx):
+        return ctx @ state.theta
+
+    def pull(state, key, t, ctx, arm):
+        return Feedback(mean(state, ctx)[arm] + noise_std * jax.random.normal(key, (), jnp.float64))
+
+    return Env("linear", spec, _reset(spec, arms, theta, theta_norm), _observe(spec, arms, contexts, avail_prob), pull, mean)
+
+
+def logistic(
+    d: int,
+    k: int,
+    reward: str = "bernoulli",
+    noise_std: float = 0.5,
+    arms: str = "sphere",
+    theta: str = "sphere",
+    theta_norm: float | None = None,
+    contexts: str = "fixed",
+    avail_prob: float = 1.0,
+) -> Env:
+    """Logistic bandit: E[Y | x] = sigmoid(xᵀθ*).
+
+    ``reward="bernoulli"``: Y ~ Bernoulli(sigmoid(xᵀθ*)). ``reward="gaussian"``: Y = sigmoid(xᵀθ*) + η,
+    η ~ N(0, noise_std²), the "logistic bandit" of Sun, Wang & Xu (2025) §7.1 (spec 003 §1.2).
+    """
+    spec = ProblemSpec(d, k, 0)
+
+    def mean(state, ctx):
+        return jax.nn.sigmoid(ctx @ state.theta)
+
+    def pull(state, key, t, ctx, arm):
+        mu = mean(state, ctx)[arm]
+        if reward == "bernoulli":
+            return Feedback((jax.random.uniform(key, (), jnp.float64) < mu).astype(jnp.float64))
+        return Feedback(mu + noise_std * jax.random.normal(key, (), jnp.float64))
+
+    return Env("logistic", spec, _reset(spec, arms, theta, theta_norm), _observe(spec, arms, contexts, avail_prob), pull, mean)

@@ -1,0 +1,239 @@
+"""Experiment files (TOML): schema, validation at the boundary, grid expansion.
+
+An experiment file::
+
+    name = "fig1a_linear"            # optional; default: the file name
+    paper = "sun2025"                # optional; default: the parent folder
+    title = "..."                    # one line for the report
+    description = "..."              # free text for the report
+    horizon = 10000                  # T
+    seeds = 50                       # repetitions (seeds 0..seeds-1)
+    record_points = 1000             # optional: curve resolution kept in the store
+
+    [scales.quick]                   # optional overrides per --scale (keys: horizon, seeds)
+    seeds = 10
+
+    [env]                            # registry name + hyperparameters; a list value is a grid
+    name = "linear"
+    d = 20
+
+    [[policies]]                     # one table per policy; a list value is a grid
+    label = "Lin-ES"
+    name = "lin-es"
+    m = 25
+
+    [[claims]]                       # checked by `nlbandit check` (see nlbandit.report.claims)
+    name = "es-competitive"
+    text = "Lin-ES is competitive with Lin-TS"
+    check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
+
+Everything is validated before any computation; errors name the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.envs.registry import resolve_env
+from nlbandit.policies.registry import resolve_policy
+
+SCALES = ("quick", "full")
+
+_TOP = (
+    Hyper("name", None, "experiment name", kind=str, optional=True),
+    Hyper("paper", None, "paper folder (zhao2023, bae2025, kveton2020, sun2025)", kind=str, optional=True),
+    Hyper("title", "", "one-line title", kind=str),
+    Hyper("description", "", "free text shown in the report", kind=str),
+    Hyper("horizon", None, "number of rounds T", kind=int, low=1),
+    Hyper("seeds", None, "number of repetitions", kind=int, low=1),
+    Hyper("record_points", 1000, "number of curve points kept", kind=int, low=2),
+)
+_TABLES = ("scales", "env", "policies", "claims")
+_SCALE_KEYS = (
+    Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
+    Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
+)
+_CLAIM_KEYS = (
+    Hyper("name", None, "short identifier", kind=str),
+    Hyper("text", "", "what the claim says, with its source", kind=str),
+    Hyper("check", None, "expression over regret(...), std(...), increment(...)", kind=str),
+    Hyper("expect", "pass", "whether the claim is expected to hold (a documented negative finding "
+          "is declared with 'fail')", kind=str, choices=("pass", "fail")),
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One (environment case, policy configuration) pair to simulate.
+
+    Attributes:
+      label: display label (policy label plus its grid values).
+      case: the environment grid values of this run ({} without an environment grid).
+      env, policy: fully resolved configs (registry name + every hyperparameter).
+      horizon, n_seeds, record_points: simulation sizes; seeds are 0..n_seeds-1.
+    """
+
+    label: str
+    case: tuple[tuple[str, Any], ...]
+    env: dict[str, Any]
+    policy: dict[str, Any]
+    horizon: int
+    n_seeds: int
+    record_points: int
+
+    def identity(self) -> dict[str, Any]:
+        """What determines the run's results (the label does not)."""
+        from nlbandit import __version__
+
+        return {
+            "env": self.env,
+            "policy": self.policy,
+            "horizon": self.horizon,
+            "n_seeds": self.n_seeds,
+            "record_points": self.record_points,
+            "version": __version__,
+        }
+
+    @property
+    def run_id(self) -> str:
+        """Hash of the resolved configuration and the package version."""
+        blob = json.dumps(self.identity(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+    @property
+    def case_label(self) -> str:
+        """``d=5, k=100`` style text for the environment case ('' without a grid)."""
+        return ", ".join(f"{k}={v}" for k, v in self.case)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A checkable claim of an experiment file."""
+
+    name: str
+    text: str
+    check: str
+    expect: str
+
+
+@dataclass
+class Experiment:
+    """A parsed, validated experiment at one scale."""
+
+    path: Path
+    name: str
+    paper: str
+    title: str
+    description: str
+    scale: str
+    horizon: int
+    n_seeds: int
+    runs: list[RunConfig]
+    claims: list[Claim]
+    labels: list[str] = field(default_factory=list)
+    env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
+
+
+def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Cartesian product over list-valued entries: [(config, {varying key: value})]."""
+    grid_keys = [k for k, v in table.items() if isinstance(v, list) and k not in fixed]
+    out = []
+    for values in itertools.product(*(table[k] for k in grid_keys)):
+        varying = dict(zip(grid_keys, values))
+        out.append(({**table, **varying}, varying))
+    return out
+
+
+def _table(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a table ({{key = value, ...}}), got {raw!r}")
+    return raw
+
+
+def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None) -> Experiment:
+    """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count.
+
+    Raises:
+      ConfigError: naming the field and what is allowed, before anything is computed.
+      FileNotFoundError: when the file does not exist.
+    """
+    path = Path(path)
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    where = str(path)
+    unknown = sorted(set(raw) - {h.name for h in _TOP} - set(_TABLES))
+    if unknown:
+        allowed = sorted([h.name for h in _TOP] + list(_TABLES))
+        raise ConfigError(f"{where}: unknown field '{unknown[0]}'; allowed fields: {', '.join(allowed)}")
+    top = resolve(_TOP, {k: v for k, v in raw.items() if k not in _TABLES}, where)
+    scales = _table(raw.get("scales", {}), f"{where}: field 'scales'")
+    for s, overrides in scales.items():
+        if s not in SCALES:
+            raise ConfigError(f"{where}: field 'scales.{s}' is not a scale; allowed: {', '.join(SCALES)}")
+        resolve(_SCALE_KEYS, _table(overrides, f"{where}: field 'scales.{s}'"), f"{where}: scales.{s}")
+    chosen = scales.get(scale, {})
+    horizon = chosen.get("horizon") or top["horizon"]
+    n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
+    if seeds is not None:
+        Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
+
+    env_raw = _table(raw.get("env"), f"{where}: field 'env'") if "env" in raw else None
+    if env_raw is None:
+        raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
+    env_cases = []
+    for env_cfg, varying in _expand(env_raw, ("name",)):
+        env_cases.append((resolve_env(env_cfg, f"{where}: env"), tuple(sorted(varying.items()))))
+
+    pol_raw = raw.get("policies")
+    if not isinstance(pol_raw, list) or not pol_raw:
+        raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
+    runs, labels = [], []
+    for i, p in enumerate(pol_raw):
+        p = dict(_table(p, f"{where}: policies[{i}]"))
+        pwhere = f"{where}: policies[{i}]"
+        label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
+        for pol_cfg, varying in _expand(p, ("name",)):
+            full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
+            if full_label in labels:
+                raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
+            labels.append(full_label)
+            for env_cfg, case in env_cases:
+                resolved = resolve_policy(pol_cfg, f"{pwhere} ({full_label})")
+                runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"]))
+
+    claims = []
+    for i, c in enumerate(raw.get("claims", [])):
+        cw = f"{where}: claims[{i}]"
+        c = resolve(_CLAIM_KEYS, _table(c, cw), cw)
+        claims.append(Claim(c["name"], c["text"], c["check"], c["expect"]))
+
+    exp = Experiment(
+        path=path,
+        name=top["name"] or path.stem,
+        paper=top["paper"] or path.parent.name,
+        title=top["title"],
+        description=top["description"],
+        scale=scale,
+        horizon=horizon,
+        n_seeds=n_seeds,
+        runs=runs,
+        claims=claims,
+        labels=labels,
+        env_cases=[case for _, case in env_cases],
+    )
+    from nlbandit.report.claims import validate_claim
+
+    for i, claim in enumerate(claims):
+        validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
+    return exp

@@ -1,0 +1,63 @@
+"""Ridge regression with a Sherman–Morrison inverse, shared by every linear policy.
+
+State: V⁻¹ where V = λI + Σ_l x_l x_lᵀ, the response vector(s) b = b₀ + Σ_l x_l y_l (one column per
+ensemble member when ``b`` is a matrix), and log det(V) − d log λ for the OFUL confidence width
+(Abbasi-Yadkori et al. 2011, Thm. 2), updated with the matrix determinant lemma.
+
+Accuracy: the state is float64. A float32 Sherman–Morrison inverse drifts by more than 1e-4 relative
+within 10^5 updates when V is ill-conditioned (one arm pulled most of the time, cond(V) ~ 10^5); in
+float64 the drift stays below 1e-8 over the same 10^5 updates (``tests/test_ridge.py``), so no periodic
+refactorisation is needed. Each update is O(d²), independent of the number of samples.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class Ridge(NamedTuple):
+    """Ridge regression state.
+
+    Attributes:
+      v_inv: (d, d) inverse of the regularised Gram matrix V.
+      b: (d,) or (d, m) response vector(s) Σ x y (plus an optional prior term).
+      logdet: log det(V) − d log λ, for OFUL widths.
+    """
+
+    v_inv: jax.Array
+    b: jax.Array
+    logdet: jax.Array
+
+
+def ridge_init(d: int, lam: jax.Array, b0: jax.Array | None = None) -> Ridge:
+    """Empty ridge state with V = λI; ``b0`` (default zeros (d,)) sets the response's initial value."""
+    b = jnp.zeros((d,), jnp.float64) if b0 is None else jnp.asarray(b0, jnp.float64)
+    return Ridge(jnp.eye(d, dtype=jnp.float64) / lam, b, jnp.zeros((), jnp.float64))
+
+
+def gram_update(v_inv: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Sherman–Morrison: (V + xxᵀ)⁻¹ from V⁻¹, and log(1 + xᵀV⁻¹x) for the determinant lemma."""
+    vx = v_inv @ x
+    q = x @ vx
+    return v_inv - jnp.outer(vx, vx) / (1.0 + q), jnp.log1p(q)
+
+
+def ridge_update(state: Ridge, x: jax.Array, y: jax.Array) -> Ridge:
+    """Add one observation: features ``x`` (d,), response ``y`` (scalar, or (m,) for a matrix ``b``)."""
+    x = x.astype(jnp.float64)
+    v_inv, dlogdet = gram_update(state.v_inv, x)
+    b = state.b + (x * y if state.b.ndim == 1 else jnp.outer(x, y))
+    return Ridge(v_inv, b, state.logdet + dlogdet)
+
+
+def ridge_theta(state: Ridge) -> jax.Array:
+    """The ridge estimate(s) θ̂ = V⁻¹ b: (d,) or (d, m)."""
+    return state.v_inv @ state.b
+
+
+def ridge_widths(state: Ridge, contexts: jax.Array) -> jax.Array:
+    """‖x‖_{V⁻¹} for each row of ``contexts`` (K, d)."""
+    return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, state.v_inv, contexts), 0.0))

@@ -1,0 +1,1 @@
+"""Bandit policies, each a short composition of shared estimators and exploration rules."""

@@ -1,0 +1,1 @@
+"""Reports: regret plots with confidence bands, markdown tables, and claim checks."""

@@ -1,0 +1,189 @@
+"""Turn an experiment's stored runs into a report: PNG regret curves, a markdown table, claim checks.
+
+Files are written atomically (to a temporary file, then renamed), so a report is never half-written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlbandit import __version__
+from nlbandit.experiments.spec import Experiment, RunConfig
+from nlbandit.report.claims import ClaimResult, evaluate_claim, run_selector
+from nlbandit.store import Store, StoredRun
+
+Z95 = 1.959963984540054
+
+
+@dataclass
+class Row:
+    """Summary of one run for tables: final regret statistics and timing."""
+
+    run: RunConfig
+    stored: StoredRun
+
+    @property
+    def final(self) -> np.ndarray:
+        """Final cumulative regret per seed."""
+        return self.stored.cum_regret[:, -1]
+
+    def ci95(self) -> float:
+        """Half-width of the 95% normal confidence interval of the mean final regret."""
+        n = self.final.size
+        return Z95 * float(np.std(self.final, ddof=1)) / np.sqrt(n) if n > 1 else 0.0
+
+    def us_per_seed_round(self) -> float:
+        """Run time of the batch per seed-round, in microseconds."""
+        s = self.stored
+        return 1e6 * s.run_s / (self.run.horizon * self.run.n_seeds * s.batch_size)
+
+
+def load_rows(exp: Experiment, store: Store) -> list[Row]:
+    """Stored results of every run of ``exp`` (``KeyError`` if one is missing)."""
+    return [Row(r, store.load(r.run_id)) for r in exp.runs]
+
+
+def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
+    """Evaluate every claim of ``exp`` on the stored results."""
+    select = run_selector(exp)
+    by_id = {row.run.run_id: row.stored for row in rows}
+
+    def curves(label: str, case: dict[str, Any]):
+        s = by_id[select(label, case).run_id]
+        return s.rounds, s.cum_regret
+
+    out = []
+    for c in exp.claims:
+        holds, values = evaluate_claim(c.check, curves, exp.horizon)
+        out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values))
+    return out
+
+
+def claim_verdict(c: ClaimResult) -> str:
+    """PASS, FAIL, or the expected-failure variants, for tables."""
+    if c.expect == "pass":
+        return "PASS" if c.holds else "FAIL"
+    return "fails, as documented (expected)" if not c.holds else "UNEXPECTEDLY HOLDS"
+
+
+def results_table(rows: list[Row]) -> str:
+    """Plain-text table of final regrets for the terminal."""
+    width = max(len(r.run.label + r.run.case_label) for r in rows) + 4
+    lines = [f"{'policy':<{width}} {'final regret':>14} {'± 95% CI':>10} {'std':>9} {'µs/seed-round':>14}"]
+    for r in rows:
+        name = r.run.label + (f" ({r.run.case_label})" if r.run.case else "")
+        lines.append(f"{name:<{width}} {np.mean(r.final):>14.1f} {r.ci95():>10.1f} "
+                     f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:>9.1f} {r.us_per_seed_round():>14.2f}")
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
+    """Mean cumulative regret with 95% confidence bands, one panel per environment case."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = exp.env_cases
+    fig, axes = plt.subplots(1, len(cases), figsize=(6.4 * len(cases), 4.4), squeeze=False)
+    colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
+    for ax, case in zip(axes[0], cases):
+        for row in (r for r in rows if r.run.case == case):
+            s = row.stored
+            mean = s.cum_regret.mean(axis=0)
+            half = Z95 * s.cum_regret.std(axis=0, ddof=1) / np.sqrt(s.cum_regret.shape[0]) if s.cum_regret.shape[0] > 1 else 0 * mean
+            ax.plot(s.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
+            ax.fill_between(s.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
+        ax.set_xlabel("round t")
+        ax.set_ylabel("cumulative pseudo-regret")
+        title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds; bands: 95% CI of the mean)",
+                 fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    _atomic_write(path, buf.getvalue())
+
+
+def _hyper_text(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items() if k != "name")
+
+
+def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
+    """Write ``<out_dir>/<name>.md`` and ``<name>.png``; return the markdown path and the claim results."""
+    rows = load_rows(exp, store)
+    claims = check_claims(exp, rows)
+    png = out_dir / f"{exp.name}.png"
+    plot_regret(exp, rows, png)
+    env_cfgs = {json_key(r.run.env): r.run.env for r in rows}
+    lines = [
+        f"# {exp.title or exp.name}",
+        "",
+        f"_Generated by `{command}` on {datetime.date.today().isoformat()} with nlbandit {__version__}; "
+        "do not edit by hand._",
+        "",
+        exp.description.strip(),
+        "",
+        f"Scale **{exp.scale}**: horizon T = {exp.horizon}, {exp.n_seeds} seeds (repetitions; seeds 0..{exp.n_seeds - 1}, "
+        "common random numbers across policies). Environment: "
+        + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
+        "",
+        f"![cumulative regret]({png.name})",
+        "",
+        f"## Final cumulative pseudo-regret at T = {exp.horizon}",
+        "",
+        "| policy | case | mean | ± 95% CI | std | median | compile s | run s | µs / seed-round |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        s = r.stored
+        batch = f" (batch of {s.batch_size})" if s.batch_size > 1 else ""
+        lines.append(
+            f"| {r.run.label} | {r.run.case_label or '—'} | {np.mean(r.final):.1f} | {r.ci95():.1f} | "
+            f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:.1f} | {np.median(r.final):.1f} | "
+            f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
+        )
+    if claims:
+        lines += ["", "## Claims", "", "| claim | check | measured | result |", "|---|---|---|---|"]
+        for c in claims:
+            values = "; ".join(f"`{t}` = {v:.2f}" for t, v in c.values)
+            lines.append(f"| **{c.name}**: {c.text} | `{c.check}` | {values} | {claim_verdict(c)} |")
+    lines += ["", "## Policy configurations", ""]
+    seen = set()
+    for r in rows:
+        if r.run.label not in seen:
+            seen.add(r.run.label)
+            lines.append(f"- **{r.run.label}**: `{r.run.policy['name']}` with {_hyper_text(r.run.policy)}")
+    md = out_dir / f"{exp.name}.md"
+    _atomic_write(md, ("\n".join(lines) + "\n").encode())
+    return md, claims
+
+
+def json_key(config: dict[str, Any]) -> str:
+    """A stable string key for a config dict."""
+    return json.dumps(config, sort_keys=True)

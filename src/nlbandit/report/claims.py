@@ -1,0 +1,160 @@
+"""Claims: small boolean expressions over an experiment's results, checked by ``nlbandit check``.
+
+Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``eval``'d):
+
+* ``regret(label, t=None, **case)``: mean cumulative pseudo-regret over seeds at round ``t``
+  (default: the horizon; otherwise the last recorded round ≤ t);
+* ``std(label, t=None, **case)``: its standard deviation across seeds;
+* ``increment(label, t0, t1, **case)``: mean regret accumulated between rounds t0 and t1;
+* ``min``, ``max``, ``abs``; numbers; ``T`` (the horizon); ``+ - * /``; comparisons; ``and``/``or``/``not``.
+
+``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
+``regret('Lin-ES') <= 1.5 * min(regret('Lin-TS'), regret('Lin-UCB'))``.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from nlbandit.core.hyper import ConfigError
+
+Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray]]
+"""``curves(label, case) -> (rounds (P,), cum_regret (S, P))``."""
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
+def _at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
+    if t is None:
+        return cum[:, -1]
+    if t <= 0:
+        return np.zeros(cum.shape[0])
+    i = np.searchsorted(rounds, t, side="right") - 1
+    return np.zeros(cum.shape[0]) if i < 0 else cum[:, i]
+
+
+class _Evaluator:
+    def __init__(self, curves: Curves, horizon: int):
+        self.curves, self.horizon = curves, horizon
+        self.trace: list[tuple[str, float]] = []
+
+    def __call__(self, node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return self(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            return node.value
+        if isinstance(node, ast.Name) and node.id == "T":
+            return self.horizon
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](self(node.left), self(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+            v = self(node.operand)
+            return -v if isinstance(node.op, ast.USub) else not v
+        if isinstance(node, ast.BoolOp):
+            values = [bool(self(v)) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+            left, ok = self(node.left), True
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self(right_node)
+                ok = ok and _CMPOPS[type(op)](left, right)
+                left = right
+            return ok
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return self._call(node)
+        raise ConfigError(f"unsupported expression element {ast.unparse(node)!r}")
+
+    def _call(self, node: ast.Call) -> float:
+        name = node.func.id
+        args = [self(a) for a in node.args]
+        kwargs = {k.arg: self(k.value) for k in node.keywords}
+        if name in ("min", "max", "abs") and not kwargs and args:
+            return {"min": min, "max": max, "abs": abs}[name](*args)
+        if name in ("regret", "std", "increment") and args and isinstance(args[0], str):
+            label = args[0]
+            if name == "increment":
+                if len(args) != 3:
+                    raise ConfigError(f"{ast.unparse(node)}: increment(label, t0, t1) takes three arguments")
+                t0, t1 = args[1], args[2]
+            else:
+                if len(args) != 1:
+                    raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional argument")
+                t0, t1 = None, kwargs.pop("t", None)
+            rounds, cum = self.curves(label, kwargs)
+            end = _at(rounds, cum, t1)
+            if name == "increment":
+                value = float(np.mean(end - _at(rounds, cum, t0)))
+            elif name == "regret":
+                value = float(np.mean(end))
+            else:
+                value = float(np.std(end, ddof=1)) if end.size > 1 else 0.0
+            self.trace.append((ast.unparse(node), value))
+            return value
+        raise ConfigError(
+            f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), "
+            "increment(label, t0, t1), min, max, abs"
+        )
+
+
+@dataclass
+class ClaimResult:
+    """Outcome of one claim: ``holds`` is the expression's truth, ``ok`` whether that was expected."""
+
+    name: str
+    text: str
+    check: str
+    expect: str
+    holds: bool
+    values: list[tuple[str, float]]
+
+    @property
+    def ok(self) -> bool:
+        """True when the claim came out as declared (``expect``)."""
+        return self.holds == (self.expect == "pass")
+
+
+def evaluate_claim(check: str, curves: Curves, horizon: int) -> tuple[bool, list[tuple[str, float]]]:
+    """Evaluate ``check``; return its truth and the values of every regret/std/increment call."""
+    try:
+        tree = ast.parse(check, mode="eval")
+    except SyntaxError as e:
+        raise ConfigError(f"claim {check!r} is not a valid expression: {e.msg}") from None
+    ev = _Evaluator(curves, horizon)
+    return bool(ev(tree)), ev.trace
+
+
+def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], Any]:
+    """``select(label, case) -> RunConfig``: the unique run of ``exp`` with that label and case."""
+
+    def select(label: str, case: dict[str, Any]):
+        if label not in exp.labels:
+            raise ConfigError(f"{where}: unknown label {label!r}; labels: {', '.join(exp.labels)}")
+        hits = [r for r in exp.runs if r.label == label and all(dict(r.case).get(k) == v for k, v in case.items())]
+        if len(hits) != 1:
+            cases = "; ".join(r.case_label for r in exp.runs if r.label == label)
+            raise ConfigError(f"{where}: {label!r} with {case or 'no case'} matches {len(hits)} runs; "
+                              f"give the environment case as keywords (cases: {cases})")
+        return hits[0]
+
+    return select
+
+
+def validate_claim(check: str, exp, where: str) -> None:
+    """Check syntax, functions and label/case references of a claim without any results."""
+    select = run_selector(exp, where)
+
+    def fake(label, case):
+        select(label, case)
+        return np.array([exp.horizon]), np.zeros((2, 1))
+
+    try:
+        evaluate_claim(check, fake, exp.horizon)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None

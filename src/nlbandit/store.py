@@ -1,0 +1,161 @@
+"""Results store: an embedded DuckDB database.
+
+Tables:
+
+* ``runs``: one row per finished run, keyed by ``run_id`` (hash of the resolved configuration and the
+  package version, see :class:`nlbandit.experiments.spec.RunConfig`), with its config as JSON and timing.
+* ``curves``: (run_id, seed, t, cum_regret, cum_reward) at the recorded rounds, long format.
+* ``arms``: (run_id, seed, arms) with the chosen arm of every round as an integer list.
+* ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
+
+Every write is one transaction: a killed process leaves either the previous state or the new one, never
+half of a run. A run's results and the removal of its batch's checkpoint commit together.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import numpy as np
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, experiment VARCHAR, label VARCHAR, config JSON, version VARCHAR,
+    horizon BIGINT, n_seeds INTEGER, compile_s DOUBLE, run_s DOUBLE, chunk_size INTEGER,
+    chunk_seconds DOUBLE[], batch_size INTEGER, finished TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS curves (
+    run_id VARCHAR, seed INTEGER, t BIGINT, cum_regret DOUBLE, cum_reward DOUBLE);
+CREATE TABLE IF NOT EXISTS arms (run_id VARCHAR, seed INTEGER, arms INTEGER[]);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
+"""
+
+
+@dataclass
+class StoredRun:
+    """A finished run read back from the store.
+
+    Attributes:
+      rounds: (P,) recorded rounds; cum_regret, cum_reward: (S, P); arms: (S, T) or None if not loaded.
+      compile_s, run_s: timing of the batch the run was simulated in (``batch_size`` runs side by side).
+      chunk_seconds: per-chunk run times of that batch; chunk_size: rounds per chunk.
+    """
+
+    run_id: str
+    label: str
+    config: dict[str, Any]
+    rounds: np.ndarray
+    cum_regret: np.ndarray
+    cum_reward: np.ndarray
+    compile_s: float
+    run_s: float
+    chunk_size: int
+    chunk_seconds: list[float]
+    batch_size: int
+    arms: np.ndarray | None = None
+
+
+class Store:
+    """A DuckDB results file (created with its parent folder on first use)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(self.path))
+        self.con.execute(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def finished(self, run_ids: list[str]) -> set[str]:
+        """The subset of ``run_ids`` whose results are stored."""
+        if not run_ids:
+            return set()
+        rows = self.con.execute("SELECT run_id FROM runs WHERE list_contains(?, run_id)", [run_ids]).fetchall()
+        return {r[0] for r in rows}
+
+    def load_checkpoint(self, batch_id: str) -> bytes | None:
+        """The saved progress of a batch, or None."""
+        row = self.con.execute("SELECT progress FROM checkpoints WHERE batch_id = ?", [batch_id]).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
+        """Replace the batch's checkpoint (atomically)."""
+        with self._transaction() as con:
+            con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
+            con.execute("INSERT INTO checkpoints (batch_id, t_done, progress) VALUES (?, ?, ?)",
+                        [batch_id, t_done, progress])
+
+    def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
+        """Store finished runs and drop their batch's checkpoint, in one transaction.
+
+        Each row: run_id, experiment, label, config, version, rounds (P,), cum_regret (S, P),
+        cum_reward (S, P), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size.
+        """
+        with self._transaction() as con:
+            for r in rows:
+                con.execute("DELETE FROM runs WHERE run_id = ?", [r["run_id"]])
+                con.execute("DELETE FROM curves WHERE run_id = ?", [r["run_id"]])
+                con.execute("DELETE FROM arms WHERE run_id = ?", [r["run_id"]])
+                n_seeds, n_points = r["cum_regret"].shape
+                con.execute(
+                    "INSERT INTO runs (run_id, experiment, label, config, version, horizon, n_seeds, compile_s,"
+                    " run_s, chunk_size, chunk_seconds, batch_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [r["run_id"], r["experiment"], r["label"], json.dumps(r["config"]), r["version"],
+                     int(r["rounds"][-1]), n_seeds, r["compile_s"], r["run_s"], r["chunk_size"],
+                     [float(s) for s in r["chunk_seconds"]], r["batch_size"]],
+                )
+                new_curves = {  # noqa: F841  (read by DuckDB's replacement scan)
+                    "run_id": np.full(n_seeds * n_points, r["run_id"]),
+                    "seed": np.repeat(np.arange(n_seeds, dtype=np.int32), n_points),
+                    "t": np.tile(r["rounds"].astype(np.int64), n_seeds),
+                    "cum_regret": r["cum_regret"].reshape(-1),
+                    "cum_reward": r["cum_reward"].reshape(-1),
+                }
+                con.execute("INSERT INTO curves SELECT * FROM new_curves")
+                con.executemany("INSERT INTO arms VALUES (?, ?, ?)",
+                                [[r["run_id"], s, r["arms"][s].tolist()] for s in range(n_seeds)])
+            con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
+
+    def load(self, run_id: str, with_arms: bool = False) -> StoredRun:
+        """Read a finished run back (``KeyError`` if it is not stored)."""
+        row = self.con.execute(
+            "SELECT label, config, compile_s, run_s, chunk_size, chunk_seconds, batch_size, n_seeds"
+            " FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            raise KeyError(run_id)
+        label, config, compile_s, run_s, chunk_size, chunk_seconds, batch_size, n_seeds = row
+        c = self.con.execute(
+            "SELECT t, cum_regret, cum_reward FROM curves WHERE run_id = ? ORDER BY seed, t", [run_id]
+        ).fetchnumpy()
+        rounds = np.asarray(c["t"]).reshape(n_seeds, -1)[0]
+        arms = None
+        if with_arms:
+            a = self.con.execute("SELECT arms FROM arms WHERE run_id = ? ORDER BY seed", [run_id]).fetchall()
+            arms = np.array([x[0] for x in a], dtype=np.int32)
+        return StoredRun(run_id, label, json.loads(config), rounds,
+                         np.asarray(c["cum_regret"]).reshape(n_seeds, -1),
+                         np.asarray(c["cum_reward"]).reshape(n_seeds, -1),
+                         compile_s, run_s, chunk_size, list(chunk_seconds), batch_size, arms)
