@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type, or out of range."""
@@ -25,7 +27,8 @@ class Hyper:
       name: key used in experiment files and keyword arguments.
       default: value when not given (``None`` allowed only with ``optional``).
       doc: one line, with the paper symbol and equation where there is one.
-      kind: ``float``, ``int``, ``bool`` or ``str``.
+      kind: ``float``, ``int``, ``bool``, ``str``, or ``list`` (an array of finite numbers with ``ndim``
+        dimensions, returned as a tuple, so that configs stay hashable and JSON-serialisable).
       static: True when the value changes shapes or code paths (not traced).
       low, high: numeric bounds; ``low_open``/``high_open`` make them strict.
       choices: allowed values for ``str`` kinds.
@@ -43,10 +46,13 @@ class Hyper:
     high_open: bool = False
     choices: tuple[str, ...] | None = None
     optional: bool = False
+    ndim: int = 1
 
     def allowed(self) -> str:
         """Human-readable description of the allowed values."""
-        if self.choices is not None:
+        if self.kind is list:
+            text = "a list of finite numbers" if self.ndim == 1 else "a list of equal-length lists of finite numbers"
+        elif self.choices is not None:
             text = "one of " + ", ".join(repr(c) for c in self.choices)
         else:
             text = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}[self.kind]
@@ -68,6 +74,14 @@ class Hyper:
             if not isinstance(value, bool):
                 raise bad
             return value
+        if self.kind is list:
+            try:
+                arr = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise bad from None
+            if arr.ndim != self.ndim or arr.size == 0 or not np.all(np.isfinite(arr)):
+                raise bad
+            return tuple(arr.tolist()) if self.ndim == 1 else tuple(tuple(r) for r in arr.tolist())
         if self.kind is str:
             if not isinstance(value, str) or (self.choices is not None and value not in self.choices):
                 raise bad

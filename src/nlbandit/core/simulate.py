@@ -236,8 +236,12 @@ def simulate(
 def _accumulate(prog: SimProgress, rounds: np.ndarray, regret, reward, arm) -> None:
     """Fold one chunk's per-round outputs (batch + (L,)) into ``prog`` (float64 running sums)."""
     start, length = prog.t_done, regret.shape[-1]
-    cum_regret = prog.last_regret[..., None] + np.cumsum(np.asarray(regret, np.float64), axis=-1)
-    cum_reward = prog.last_reward[..., None] + np.cumsum(np.asarray(reward, np.float64), axis=-1)
+
+    def running_sum(last, values):  # sequential order, so the sums do not depend on the chunking
+        return np.cumsum(np.concatenate([last[..., None], np.asarray(values, np.float64)], axis=-1), axis=-1)[..., 1:]
+
+    cum_regret = running_sum(prog.last_regret, regret)
+    cum_reward = running_sum(prog.last_reward, reward)
     in_chunk = (rounds > start) & (rounds <= start + length)
     offsets = rounds[in_chunk] - start - 1
     prog.cum_regret[..., in_chunk] = cum_regret[..., offsets]

@@ -20,6 +20,10 @@ _COMMON = (
           low=0.0, low_open=True, optional=True),
     Hyper("contexts", "fixed", "one arm pool per instance, or a fresh pool every round", kind=str,
           static=True, choices=("fixed", "fresh")),
+    Hyper("theta_star", None, "explicit θ* (d numbers; overrides 'theta' and 'theta_norm')", kind=list,
+          static=True, optional=True),
+    Hyper("arm_set", None, "explicit fixed arm set (K rows of d numbers; overrides 'arms')", kind=list,
+          static=True, optional=True, ndim=2),
     Hyper("avail_prob", 1.0, "probability that an arm is offered in a round", static=True, low=0.0,
           high=1.0, low_open=True),
 )
@@ -63,7 +67,17 @@ def env_entry(name: Any, where: str = "env") -> EnvEntry:
 def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
-    return {"name": entry.name, **resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)}
+    values = resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)
+    d, k = values["d"], values["k"]
+    if values["theta_star"] is not None and len(values["theta_star"]) != d:
+        raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")
+    if values["arm_set"] is not None:
+        if values["contexts"] != "fixed":
+            raise ConfigError(f"{where}: field 'arm_set' needs contexts = 'fixed', got {values['contexts']!r}")
+        if len(values["arm_set"]) != k or len(values["arm_set"][0]) != d:
+            raise ConfigError(f"{where}: field 'arm_set' must be K = {k} rows of d = {d} numbers, got "
+                              f"{len(values['arm_set'])} rows of {len(values['arm_set'][0])}")
+    return {"name": entry.name, **values}
 
 
 def make_env(name: str, **hyperparameters: Any) -> Env:

@@ -9,6 +9,7 @@ key. Options shared by both families:
 * ``theta_norm``: rescale θ* to this norm (``S``); omitted keeps the distribution's own norm.
 * ``contexts``: ``"fixed"`` (one arm pool per instance, the theory's setting) or ``"fresh"`` (a new pool
   drawn every round, as in the contextual variants).
+* ``theta_star`` / ``arm_set``: an explicit θ* and/or fixed arm set, used instead of the draws.
 * ``avail_prob``: each arm is offered in a round independently with this probability (the arm with the
   smallest draw is always offered, so a round never has none); 1 offers all K arms.
 """
@@ -38,13 +39,17 @@ def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
     return g / jnp.linalg.norm(g, axis=1, keepdims=True) if dist == "sphere" else g
 
 
-def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None):
+def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, theta_star, arm_set):
     def reset(key):
         k_theta, k_arms = jax.random.split(key)
-        th = sample_vectors(k_theta, 1, spec.d, theta)[0]
-        if theta_norm is not None:
-            th = th * (theta_norm / jnp.linalg.norm(th))
-        return Instance(th, sample_vectors(k_arms, spec.k, spec.d, arms))
+        if theta_star is not None:
+            th = jnp.asarray(theta_star, jnp.float64)
+        else:
+            th = sample_vectors(k_theta, 1, spec.d, theta)[0]
+            if theta_norm is not None:
+                th = th * (theta_norm / jnp.linalg.norm(th))
+        pool = jnp.asarray(arm_set, jnp.float64) if arm_set is not None else sample_vectors(k_arms, spec.k, spec.d, arms)
+        return Instance(th, pool)
 
     return reset
 
@@ -70,6 +75,8 @@ def linear(
     theta_norm: float | None = None,
     contexts: str = "fixed",
     avail_prob: float = 1.0,
+    theta_star: tuple[float, ...] | None = None,
+    arm_set: tuple[tuple[float, ...], ...] | None = None,
 ) -> Env:
     """Linear bandit: E[Y | x] = xᵀθ*, Y = xᵀθ* + η with η ~ N(0, noise_std²)."""
     spec = ProblemSpec(d, k, 0)
@@ -80,7 +87,7 @@ def linear(
     def pull(state, key, t, ctx, arm):
         return Feedback(mean(state, ctx)[arm] + noise_std * jax.random.normal(key, (), jnp.float64))
 
-    return Env("linear", spec, _reset(spec, arms, theta, theta_norm), _observe(spec, arms, contexts, avail_prob), pull, mean)
+    return Env("linear", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)
 
 
 def logistic(
@@ -93,6 +100,8 @@ def logistic(
     theta_norm: float | None = None,
     contexts: str = "fixed",
     avail_prob: float = 1.0,
+    theta_star: tuple[float, ...] | None = None,
+    arm_set: tuple[tuple[float, ...], ...] | None = None,
 ) -> Env:
     """Logistic bandit: E[Y | x] = sigmoid(xᵀθ*).
 
@@ -110,4 +119,4 @@ def logistic(
             return Feedback((jax.random.uniform(key, (), jnp.float64) < mu).astype(jnp.float64))
         return Feedback(mu + noise_std * jax.random.normal(key, (), jnp.float64))
 
-    return Env("logistic", spec, _reset(spec, arms, theta, theta_norm), _observe(spec, arms, contexts, avail_prob), pull, mean)
+    return Env("logistic", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)

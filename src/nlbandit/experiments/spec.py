@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.envs.registry import resolve_env
+from nlbandit.envs.registry import env_entry, resolve_env
 from nlbandit.policies.registry import resolve_policy
 
 SCALES = ("quick", "full")
@@ -142,7 +142,10 @@ class Experiment:
 
 
 def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Cartesian product over list-valued entries: [(config, {varying key: value})]."""
+    """Cartesian product over list-valued entries: [(config, {varying key: value})].
+
+    Keys in ``fixed`` (the name, and array-valued fields such as ``arm_set``) are never grids.
+    """
     grid_keys = [k for k, v in table.items() if isinstance(v, list) and k not in fixed]
     out = []
     for values in itertools.product(*(table[k] for k in grid_keys)):
@@ -192,7 +195,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if env_raw is None:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
     env_cases = []
-    for env_cfg, varying in _expand(env_raw, ("name",)):
+    array_fields = ("name",) + tuple(
+        h.name for h in env_entry(env_raw.get("name"), f"{where}: env").hypers if h.kind is list)
+    for env_cfg, varying in _expand(env_raw, array_fields):
         env_cases.append((resolve_env(env_cfg, f"{where}: env"), tuple(sorted(varying.items()))))
 
     pol_raw = raw.get("policies")

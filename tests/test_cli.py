@@ -1,0 +1,128 @@
+"""The CLI end to end on a tiny experiment: run → database → report → check; skip; resume after a kill."""
+
+import os
+import signal
+import subprocess
+import sys
+import numpy as np
+import pytest
+
+from nlbandit.cli import main
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.store import Store
+
+TINY = """
+title = "tiny"
+horizon = 400
+seeds = 3
+
+[scales.quick]
+horizon = 300
+
+[env]
+name = "linear"
+d = 4
+k = 6
+
+[[policies]]
+label = "ES"
+name = "lin-es"
+m = 4
+sigma_r = 0.5
+
+[[policies]]
+label = "TS"
+name = "lin-ts"
+v = [0.2, 0.5]
+
+[[policies]]
+label = "U"
+name = "uniform"
+
+[[claims]]
+name = "learns"
+text = "ES beats uniform"
+check = "regret('ES') <= 0.8 * regret('U')"
+"""
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    path = tmp_path / "exp" / "tiny.toml"
+    path.parent.mkdir()
+    path.write_text(TINY)
+    return path
+
+
+def test_run_report_check(tiny, tmp_path, capsys):
+    db, out = tmp_path / "r.duckdb", tmp_path / "rep"
+    assert main(["run", str(tiny), "--db", str(db), "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "TS [v=0.2]" in text and "PASS" in text
+    md = (out / "tiny.md").read_text()
+    assert "nlbandit report" in md and "| ES |" in md and "learns" in md
+    assert (out / "tiny.png").read_bytes()[:4] == b"\x89PNG"
+    with Store(db) as store:
+        exp = load_experiment(tiny, "quick")
+        assert store.finished([r.run_id for r in exp.runs]) == {r.run_id for r in exp.runs}
+        stored = store.load(exp.runs[0].run_id, with_arms=True)
+        assert stored.cum_regret.shape[0] == 3 and stored.rounds[-1] == 300 and stored.arms.shape == (3, 300)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # all finished: skipped
+    assert main(["check", str(tiny), "--db", str(db), "--out", str(out), "--no-progress"]) == 0
+    # A claim that does not hold makes `check` fail (exit 1):
+    tiny.write_text(TINY.replace("0.8 * regret('U')", "0.001 * regret('U')"))
+    assert main(["check", str(tiny), "--db", str(db), "--out", str(out), "--no-progress"]) == 1
+    # --scale full is a different configuration (horizon 400): new runs, not the cached quick ones.
+    with Store(db) as store:
+        full = load_experiment(tiny, "full")
+        assert not store.finished([r.run_id for r in full.runs])
+
+
+KILLER = """
+import os, signal, sys
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.store import Store
+
+exp = load_experiment(sys.argv[1], "quick")
+store = Store(sys.argv[2])
+
+def die(progress):
+    if progress.t_done >= 200:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_experiment(exp, store, progress=False, chunk_size=100, on_checkpoint=die)
+"""
+
+
+def test_resume_after_killed_run(tiny, tmp_path):
+    db = tmp_path / "k.duckdb"
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(tiny), str(db)], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    exp = load_experiment(tiny, "quick")
+    logs = []
+    with Store(db) as store:
+        assert store.con.execute("SELECT max(t_done) FROM checkpoints").fetchone()[0] == 200
+        run_experiment(exp, store, progress=False, chunk_size=100, log=logs.append)
+        resumed = {r.run_id: store.load(r.run_id, with_arms=True) for r in exp.runs}
+    assert any("resuming at round 200" in m for m in logs), logs
+    with Store(tmp_path / "clean.duckdb") as store:
+        run_experiment(exp, store, progress=False, chunk_size=100, log=lambda m: None)
+        for r in exp.runs:
+            clean = store.load(r.run_id, with_arms=True)
+            np.testing.assert_array_equal(resumed[r.run_id].arms, clean.arms)
+            np.testing.assert_array_equal(resumed[r.run_id].cum_regret, clean.cum_regret)
+
+
+def test_list_names_policies_and_envs(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("uniform", "greedy", "eps-greedy", "lin-ucb", "lin-ts", "lin-phe", "lin-es", "linear", "logistic"):
+        assert f"  {name} " in out
+
+
+def test_main_job_command_is_installed():
+    # The README's main job uses the console script; it must exist in the environment.
+    exe = os.path.join(os.path.dirname(sys.executable), "nlbandit")
+    assert subprocess.run([exe, "list", "policies"], capture_output=True).returncode == 0
