@@ -44,7 +44,7 @@ def test_regret_only_counts_available_arms():
     # A real policy never picks a masked arm, so its per-round regret is never negative:
     pol, params = nb.make_policy("lin-ucb", nb.ProblemSpec(2, 3, 200))
     res = nb.simulate(env, pol, params, 200, [0, 1])
-    assert np.all(np.diff(np.r_[np.zeros((2, 1)), res.cum_regret], axis=1) >= -1e-12)
+    assert np.all(np.diff(res.cum_regret, axis=1, prepend=0.0) >= -1e-12)
 
 
 def test_downsampled_curves_keep_exact_final_values():
