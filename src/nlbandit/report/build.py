@@ -131,7 +131,12 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
 
 
 def _hyper_text(config: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items() if k != "name")
+    return ", ".join(f"{k}={v}" for k, v in config.items() if k != "name") or "no hyperparameters"
+
+
+def _cell(text: str) -> str:
+    """Text fit for one markdown table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
@@ -172,7 +177,7 @@ def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> 
         lines += ["", "## Claims", "", "| claim | check | measured | result |", "|---|---|---|---|"]
         for c in claims:
             values = "; ".join(f"`{t}` = {v:.2f}" for t, v in c.values)
-            lines.append(f"| **{c.name}**: {c.text} | `{c.check}` | {values} | {claim_verdict(c)} |")
+            lines.append(f"| **{c.name}**: {_cell(c.text)} | `{_cell(c.check)}` | {values} | {claim_verdict(c)} |")
     lines += ["", "## Policy configurations", ""]
     seen = set()
     for r in rows:
