@@ -42,7 +42,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nlbandit as nb  # noqa: E402
-from nlbandit.core.keys import round_key, seed_keys  # noqa: E402
+from nlbandit.core.keys import normal, round_key, seed_keys  # noqa: E402
 
 D, K, NOISE_STD = 20, 50, 0.5
 LIN_UCB = dict(lam=1.0, sigma=0.5, delta=0.01, s=1.0)
@@ -159,13 +159,13 @@ def engine_draws(policy: str, seed: int, horizon: int) -> Draws:
     """The engine's own draws for ``seed``, reproduced from its keys as the env and policy draw them."""
     keys = seed_keys(jnp.uint32(seed))
     ts = jnp.arange(1, horizon + 1)
-    noise = jax.vmap(lambda t: jax.random.normal(round_key(keys.env_pull, t), (), jnp.float64))(ts)
+    noise = jax.vmap(lambda t: normal(round_key(keys.env_pull, t)))(ts)
     if policy == "lin-ucb":
         return Draws(np.asarray(noise))
     m = LIN_ES["m"]
     j = jax.vmap(lambda t: jax.random.randint(jax.random.split(round_key(keys.policy_act, t))[0], (), 0, m))(ts)
-    z = jax.vmap(lambda t: jax.random.normal(round_key(keys.policy_update, t), (m,), jnp.float64))(ts)
-    w = jax.random.normal(keys.policy_init, (D, m), jnp.float64)
+    z = jax.vmap(lambda t: normal(round_key(keys.policy_update, t), (m,)))(ts)
+    w = normal(keys.policy_init, (D, m))
     scale = math.sqrt(LIN_ES["lam"]) * LIN_ES["prior_scale"]
     return Draws(np.asarray(noise), np.asarray(j), LIN_ES["sigma_r"] * np.asarray(z), scale * np.asarray(w))
 
@@ -192,14 +192,14 @@ def time_numpy(policy: str, instances: list[Instance], horizon: int) -> tuple[fl
 def check_decisions(policy: str, env: nb.Env, res: nb.SimResult, seeds: list[int]) -> tuple[int, int, int]:
     """Feed the NumPy loop the engine's draws on ``seeds``, following the engine's arms.
 
-    Returns (rounds compared, decisions that differ outside numerical ties, rounds at numerical ties).
+    Returns (rounds compared, decisions that differ among them, rounds at numerical ties, not compared).
     """
     compared = differ = ties = 0
     for i, inst in enumerate(engine_instances(env, seeds)):
         engine_arms = res.arms[i]
         out = NUMPY_LOOPS[policy](inst, engine_draws(policy, seeds[i], res.horizon), follow=engine_arms)
         tie = out.gaps < TIE_GAP
-        compared += engine_arms.size
+        compared += int(np.sum(~tie))
         differ += int(np.sum((out.choices != engine_arms) & ~tie))
         ties += int(np.sum(tie))
     return compared, differ, ties
@@ -222,8 +222,8 @@ def main() -> None:
     parser.add_argument("--check-seeds", type=int, default=2, help="seeds for the decision check (default 2)")
     parser.add_argument("--chunk-size", type=int, default=1000, help="rounds per engine chunk (default 1000)")
     args = parser.parse_args()
-    if args.horizon < 5 * args.chunk_size:
-        parser.error("need at least 5 chunks (horizon ≥ 5 × chunk size) for the late/early ratio")
+    if args.horizon < 5 * args.chunk_size or args.horizon % args.chunk_size:
+        parser.error("the horizon must be a multiple of the chunk size, with at least 5 chunks (late/early ratio)")
     if not 1 <= args.check_seeds <= args.seeds or not 1 <= args.numpy_seeds <= args.seeds:
         parser.error("--numpy-seeds and --check-seeds must be between 1 and --seeds")
 
@@ -245,10 +245,11 @@ def main() -> None:
     header = (f"{'policy':8} {'compile s':>9} {'run s':>7} {'engine µs/seed-round':>21} "
               f"{'NumPy µs/seed-round':>20} {'ratio':>6}   mean final regret on the NumPy seeds, engine / NumPy")
     print(header)
-    for name, hypers in (("lin-ucb", LIN_UCB), ("lin-es", LIN_ES)):
+    for name, hypers in (("lin-ucb", LIN_UCB), ("lin-es", LIN_ES)):  # engine first, before any NumPy work
         policy, params = nb.make_policy(name, spec, **hypers)
-        res = nb.simulate(env, policy, params, T, seeds, chunk_size=args.chunk_size)
-        results[name] = res
+        results[name] = nb.simulate(env, policy, params, T, seeds, chunk_size=args.chunk_size)
+    for name in ("lin-ucb", "lin-es"):
+        res = results[name]
         engine_us = res.run_s / (S * T) * 1e6
         numpy_s, numpy_regret = time_numpy(name, instances, T)
         numpy_us = numpy_s / (args.numpy_seeds * T) * 1e6

@@ -63,19 +63,33 @@ def widths(contexts: np.ndarray, v_inv: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("kd,de,ke->k", contexts, v_inv, contexts))
 
 
-def argmax_ties(scores: np.ndarray, u: np.ndarray | None = None) -> int:
-    """Index of the largest score; among exact ties, the one with the largest ``u`` (tie-break uniforms).
+TIE_RTOL = 1e-12
 
-    Without ``u`` the first maximiser is returned.
-    """
-    best = np.flatnonzero(scores == np.max(scores))
-    if u is None:
-        return int(best[0])
-    return int(best[np.argmax(u[best])])
+
+def tie_priorities(word: int, k: int) -> np.ndarray:
+    """K uint32 tie-break priorities from one random 32-bit word: lowbias32(word XOR 0x9E3779B9·i)."""
+    with np.errstate(over="ignore"):
+        x = np.uint32(word) ^ (np.arange(k, dtype=np.uint32) * np.uint32(0x9E3779B9))
+        x ^= x >> np.uint32(16)
+        x *= np.uint32(0x7FEB352D)
+        x ^= x >> np.uint32(15)
+        x *= np.uint32(0x846CA68B)
+        x ^= x >> np.uint32(16)
+    return x
+
+
+def argmax_ties(scores: np.ndarray, word: int | None = None) -> int:
+    """Index of the largest score; among scores within 1e-12·max(1, |best|) of it, the one with the highest
+    :func:`tie_priorities` of ``word``. Without ``word`` the first maximiser is returned."""
+    best = np.max(scores)
+    tied = np.flatnonzero(scores >= best - TIE_RTOL * max(1.0, abs(best)))
+    if word is None:
+        return int(tied[0])
+    return int(tied[np.argmax(tie_priorities(word, scores.shape[0])[tied])])
 
 
 def greedy_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float,
-                  u: np.ndarray | None = None) -> int:
+                  u: int | None = None) -> int:
     """Greedy: argmax_x xᵀθ̂."""
     return argmax_ties(contexts @ ridge_fit(X, y, lam).theta, u)
 
@@ -93,7 +107,7 @@ def linucb_scores(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float
     return contexts @ fit.theta + alpha * widths(contexts, fit.v_inv)
 
 
-def linucb_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, u: np.ndarray | None = None,
+def linucb_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, u: int | None = None,
                   **width) -> int:
     """LinUCB decision: argmax of :func:`linucb_scores` (``width`` keywords are passed on)."""
     return argmax_ties(linucb_scores(contexts, X, y, lam, **width), u)
@@ -106,7 +120,7 @@ def lints_theta(X: np.ndarray, y: np.ndarray, lam: float, v: float, z: np.ndarra
 
 
 def lints_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, v: float, z: np.ndarray,
-                 u: np.ndarray | None = None) -> int:
+                 u: int | None = None) -> int:
     """Lin-TS decision: argmax_x xᵀθ̃ (see :func:`lints_theta`)."""
     return argmax_ties(contexts @ lints_theta(X, y, lam, v, z), u)
 
@@ -121,6 +135,6 @@ def lines_thetas(X: np.ndarray, y: np.ndarray, Z: np.ndarray, prior: np.ndarray,
 
 
 def lines_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np.ndarray, prior: np.ndarray, lam: float,
-                 j: int, u: np.ndarray | None = None) -> int:
+                 j: int, u: int | None = None) -> int:
     """Lin-ES decision: argmax_x xᵀθ_j for the drawn model ``j`` (see :func:`lines_thetas`)."""
     return argmax_ties(contexts @ lines_thetas(X, y, Z, prior, lam)[:, j], u)

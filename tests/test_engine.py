@@ -104,3 +104,12 @@ def test_common_random_numbers_across_policies():
     a = nb.simulate(env, scripted([0] * 20), {}, 20, [5], max_points=20)
     b = nb.simulate(env, scripted([0] * 20), {"unused": jnp.zeros(())}, 20, [5], max_points=20)
     np.testing.assert_array_equal(a.cum_reward, b.cum_reward)
+
+
+def test_history_policies_refuse_runs_longer_than_their_buffer():
+    env = nb.make_env("linear", d=3, k=4)
+    pol, params = nb.make_policy("lin-phe", nb.ProblemSpec(3, 4, 100))
+    with pytest.raises(ValueError, match="exceeds the 100 rounds"):
+        nb.simulate(env, pol, params, 101, [0])
+    with pytest.raises(ValueError, match="horizon must be"):
+        nb.simulate(env, pol, params, 0, [0])

@@ -4,7 +4,7 @@ Each policy is stepped by hand (jitted ``act``/``update``) for T rounds on one f
 Gaussian features, so no two arms ever score exactly alike except when θ = 0), with rewards xᵀθ* + noise
 from NumPy. In every round the reference refits from scratch on the same history and receives the same
 random draws as the policy, reproduced from the round's key exactly as the policy draws them: Lin-TS's
-z, Lin-ES's model index j, per-round perturbations and prior, and the tie-breaking uniforms of
+z, Lin-ES's model index j, per-round perturbations and prior, and the tie-breaking words of
 ``argmax_random_ties`` (exact ties do occur: every arm scores 0 while θ̂ = 0).
 """
 
@@ -35,9 +35,9 @@ ACT_KEYS = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(102), 
 UPDATE_KEYS = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(103), jnp.arange(1, T + 1))
 
 
-def _uniforms(keys: jax.Array) -> np.ndarray:
-    """(T, K) tie-breaking uniforms, drawn as ``argmax_random_ties`` draws them from each key."""
-    return np.asarray(jax.vmap(lambda k: jax.random.uniform(k, (K,)))(keys))
+def _tie_words(keys: jax.Array) -> np.ndarray:
+    """(T,) tie-breaking words, drawn as ``argmax_random_ties`` draws them from each key."""
+    return np.asarray(jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint32))(keys))
 
 
 def _split(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -62,22 +62,22 @@ class Case(NamedTuple):
 def _draws(case: Case, params: dict[str, jax.Array]) -> dict[str, np.ndarray]:
     """The policy's random draws for all T rounds, reproduced from its keys.
 
-    ``u``: tie-break uniforms (T, K) (from the act key itself for greedy/LinUCB, from the second half of
+    ``u``: tie-break words (T,) (from the act key itself for greedy/LinUCB, from the second half of
     its split for Lin-TS/Lin-ES). Lin-TS: ``z`` (T, d). Lin-ES: ``j`` (T,), ``Z`` (T, m) perturbations
     from the update keys, ``prior`` (d, m) from the init key.
     """
     if case.name in ("greedy", "lin-ucb"):
-        return {"u": _uniforms(ACT_KEYS)}
+        return {"u": _tie_words(ACT_KEYS)}
     first, second = _split(ACT_KEYS)
     if case.name == "lin-ts":
-        return {"u": _uniforms(second),
-                "z": np.asarray(jax.vmap(lambda k: jax.random.normal(k, (D,), jnp.float64))(first))}
+        return {"u": _tie_words(second),
+                "z": np.asarray(jax.vmap(lambda k: jax.random.normal(k, (D,), jnp.float32).astype(jnp.float64))(first))}
     sigma_r, prior_scale, lam = (float(params[n]) for n in ("sigma_r", "prior_scale", "lam"))
     return {
-        "u": _uniforms(second),
+        "u": _tie_words(second),
         "j": np.asarray(jax.vmap(lambda k: jax.random.randint(k, (), 0, M))(first)),
-        "Z": sigma_r * np.asarray(jax.vmap(lambda k: jax.random.normal(k, (M,), jnp.float64))(UPDATE_KEYS)),
-        "prior": np.sqrt(lam) * prior_scale * np.asarray(jax.random.normal(INIT_KEY, (D, M), jnp.float64)),
+        "Z": sigma_r * np.asarray(jax.vmap(lambda k: jax.random.normal(k, (M,), jnp.float32).astype(jnp.float64))(UPDATE_KEYS)),
+        "prior": np.sqrt(lam) * prior_scale * np.asarray(jax.random.normal(INIT_KEY, (D, M), jnp.float32).astype(jnp.float64)),
     }
 
 
@@ -165,7 +165,7 @@ def test_lin_es_models_match_closed_form():
     """Spec check: after T rounds θ^j = (λI + XᵀX)⁻¹ (prior_j + Xᵀ(Y + Z[:, j])) for every model j."""
     run = run_case("lin-es")
     ridge = run.state.ridge
-    thetas = np.asarray(ridge.v_inv) @ np.asarray(ridge.b)
+    thetas = np.asarray(ridge.v_inv) @ np.asarray(ridge.b).T  # b holds one row per model
     gram = LAM * np.eye(D) + run.X.T @ run.X
     Z, prior = run.draws["Z"], run.draws["prior"]
     for j in range(M):
@@ -178,7 +178,7 @@ def test_unperturbed_lin_es_models_are_greedy_ridge():
     """With σ_R = 0 and prior_scale = 0 every model equals the greedy ridge estimate on the same history."""
     run = run_case("lin-es-unperturbed")
     ridge = run.state.ridge
-    thetas = np.asarray(ridge.v_inv) @ np.asarray(ridge.b)
+    thetas = np.asarray(ridge.v_inv) @ np.asarray(ridge.b).T  # b holds one row per model
     expected = ref.ridge_fit(run.X, run.y, LAM).theta
     for j in range(M):
         np.testing.assert_allclose(thetas[:, j], expected, rtol=1e-10, atol=0)

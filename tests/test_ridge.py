@@ -115,17 +115,17 @@ def test_logdet_tracking_matches_slogdet(case_id):
     assert incremental_vs_refit(case_id)["logdet"] <= CASES[case_id].tolerance["logdet"]
 
 
-def test_ridge_matrix_response_matches_columns():
-    """A (d, m) response updates each column as a separate vector response would (Lin-ES shares V)."""
+def test_ridge_matrix_response_matches_rows():
+    """An (m, d) response updates each row as a separate vector response would (Lin-ES shares V)."""
     rng = np.random.default_rng(3)
     X, Y = rng.standard_normal((50, 4)), rng.standard_normal((50, 3))
     lam = jnp.float64(0.7)
-    matrix = ridge_init(4, lam, jnp.asarray(rng.standard_normal((4, 3))))
-    columns = [ridge_init(4, lam, matrix.b[:, j]) for j in range(3)]
+    matrix = ridge_init(4, lam, jnp.asarray(rng.standard_normal((3, 4))))
+    rows = [ridge_init(4, lam, matrix.b[j]) for j in range(3)]
     for x, y in zip(X, Y):
         matrix = ridge_update(matrix, jnp.asarray(x), jnp.asarray(y))
-        columns = [ridge_update(c, jnp.asarray(x), jnp.asarray(y[j])) for j, c in enumerate(columns)]
-    for j, c in enumerate(columns):
-        np.testing.assert_allclose(np.asarray(ridge_theta(matrix))[:, j], np.asarray(ridge_theta(c)), rtol=1e-12)
-    expected = np.linalg.solve(0.7 * np.eye(4) + X.T @ X, np.asarray(matrix.b))
+        rows = [ridge_update(r, jnp.asarray(x), jnp.asarray(y[j])) for j, r in enumerate(rows)]
+    for j, r in enumerate(rows):
+        np.testing.assert_allclose(np.asarray(ridge_theta(matrix))[j], np.asarray(ridge_theta(r)), rtol=1e-12)
+    expected = np.linalg.solve(0.7 * np.eye(4) + X.T @ X, np.asarray(matrix.b).T).T
     np.testing.assert_allclose(np.asarray(ridge_theta(matrix)), expected, rtol=1e-10)

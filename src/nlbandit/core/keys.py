@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 _ENV_RESET, _ENV_OBSERVE, _ENV_PULL, _POLICY_INIT, _POLICY_ACT, _POLICY_UPDATE = range(6)
 
@@ -36,3 +37,13 @@ def seed_keys(seed: jax.Array) -> SeedKeys:
 def round_key(stream: jax.Array, t: jax.Array) -> jax.Array:
     """The key of round ``t`` in a stream."""
     return jax.random.fold_in(stream, t)
+
+
+def normal(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
+    """Standard normal draws, sampled in float32 and returned as float64.
+
+    Sampling in float64 (64 random bits and a float64 inverse error function per draw) doubles the cost
+    of a Lin-ES round (measured: 5.1 → 2.6 µs per seed-round with m = 25); float32 samples have a
+    relative resolution of 6e-8, irrelevant for exploration noise and reward noise alike.
+    """
+    return jax.random.normal(key, shape, jnp.float32).astype(jnp.float64)

@@ -166,9 +166,19 @@ def simulate(
 
     Returns:
       A :class:`SimResult`.
+
+    Raises:
+      ValueError: if ``horizon`` < 1, there are no seeds, or the policy was built for fewer rounds.
     """
+    if horizon < 1:
+        raise ValueError(f"horizon must be an integer >= 1, got {horizon}")
+    if policy.max_horizon is not None and horizon > policy.max_horizon:
+        raise ValueError(f"horizon {horizon} exceeds the {policy.max_horizon} rounds policy '{policy.name}' was "
+                         "built for (ProblemSpec.horizon)")
     seeds = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
     n_seeds = int(seeds.shape[0])
+    if n_seeds < 1:
+        raise ValueError("seeds must contain at least one seed")
     keys = jax.vmap(seed_keys)(seeds)
     one = _one_seed(env, policy)
     run = jax.vmap(one, in_axes=(None, 0, 0, 0, None))

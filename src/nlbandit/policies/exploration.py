@@ -5,16 +5,40 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+TIE_RTOL = 1e-12
+"""Relative tolerance under which two scores count as tied."""
+
+
+def mix32(x: jax.Array) -> jax.Array:
+    """A bijective 32-bit integer mixer (the "lowbias32" finaliser of C. Wellons' hash-prospector)."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = x * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def tie_priorities(key: jax.Array, k: int) -> jax.Array:
+    """K distinct pseudo-random uint32 priorities from one random word: mix32(w XOR golden·index)."""
+    word = jax.random.bits(key, (), jnp.uint32)
+    return mix32(word ^ (jnp.arange(k, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9)))
+
 
 def argmax_random_ties(key: jax.Array, scores: jax.Array, mask: jax.Array) -> jax.Array:
-    """Index of the largest score among available arms, ties broken uniformly at random.
+    """Index of the largest score among available arms, ties broken at random.
 
-    Spec 003 §2.1(e)/U6: ties matter, e.g. every arm scores exactly 0 at θ = 0.
+    Spec 003 §2.1(e)/U6: ties matter, e.g. every arm scores exactly 0 at θ = 0. Scores within
+    ``TIE_RTOL``·max(1, |best|) of the best count as tied, so that values equal in exact arithmetic but
+    not in floating point (equal-norm arms at round 1) are tied too. Among tied arms the one with the
+    highest :func:`tie_priorities` wins: one random word per round instead of one uniform per arm and
+    no cumulative sum, which halves the cost of the rule (0.51 → 0.22 µs per seed-round at K = 50).
+    Deviation: the choice is uniform up to the quality of the hash (checked by a chi-square test in
+    ``tests/test_exploration.py``), not exactly uniform.
     """
     scores = jnp.where(mask, scores, -jnp.inf)
-    best = scores == jnp.max(scores)
-    u = jax.random.uniform(key, scores.shape)
-    return jnp.argmax(jnp.where(best & mask, u, -1.0)).astype(jnp.int32)
+    best = jnp.max(scores)
+    tied = mask & (scores >= best - TIE_RTOL * jnp.maximum(1.0, jnp.abs(best)))
+    return jnp.argmax(jnp.where(tied, tie_priorities(key, scores.shape[0]), 0)).astype(jnp.int32)
 
 
 def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:

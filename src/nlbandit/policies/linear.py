@@ -10,6 +10,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
 from nlbandit.policies.exploration import argmax_random_ties
@@ -62,7 +63,7 @@ def lin_ts(spec: ProblemSpec) -> Policy:
 
     def act(params, state, key, contexts, mask, t):
         k_z, k_ties = jax.random.split(key)
-        z = jax.random.normal(k_z, (spec.d,), jnp.float64)
+        z = normal(k_z, (spec.d,))
         theta = ridge_theta(state) + params["v"] * (jnp.linalg.cholesky(state.v_inv) @ z)
         return argmax_random_ties(k_ties, contexts @ theta, mask)
 
@@ -74,7 +75,7 @@ def lin_ts(spec: ProblemSpec) -> Policy:
 
 def _prior_term(key: jax.Array, params, shape: tuple[int, ...]) -> jax.Array:
     """The prior perturbation b₀ = √λ · prior_scale · w, w ~ N(0, I) (Lee & Oh 2024; spec 003 §2.2, U10)."""
-    return jnp.sqrt(params["lam"]) * params["prior_scale"] * jax.random.normal(key, shape, jnp.float64)
+    return jnp.sqrt(params["lam"]) * params["prior_scale"] * normal(key, shape)
 
 
 class LinES(NamedTuple):
@@ -90,7 +91,8 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
     m models share V = λI + Σ x xᵀ; model j keeps b^j = b₀^j + Σ_l x_l (y_l + Z_l^j). Each round one model
     j_t ~ Uniform{1..m} is drawn and the arm maximising xᵀ V⁻¹ b^{j_t} is played; then every model gets
     one fresh perturbation Z_t^j ~ N(0, σ_R²) on the new reward (m draws per round, old draws kept:
-    ``B += x (y·1 + Z_t)ᵀ``). Per-round cost O(d² + Kd + dm), constant in t.
+    ``B += (y·1 + Z_t) xᵀ`` with B stored as (m, d), one row per model). Per-round cost O(d² + Kd + dm),
+    constant in t.
 
     Deviation (spec 003 U10, default on): the initial prior perturbation b₀^j = √λ·prior_scale·w^j of
     Lee & Oh (2024); without it every model scores unexplored directions at exactly 0 and Lin-ES without
@@ -99,17 +101,17 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
     """
 
     def init(params, key):
-        b0 = _prior_term(key, params, (spec.d, m))
+        b0 = _prior_term(key, params, (spec.d, m)).T
         return LinES(ridge_init(spec.d, params["lam"], b0), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
         k_j, k_ties = jax.random.split(key)
         j = jax.random.randint(k_j, (), 0, m)
-        theta = state.ridge.v_inv @ state.ridge.b[:, j]
+        theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
         return argmax_random_ties(k_ties, contexts @ theta, mask)
 
     def update(params, state, key, x, feedback, t):
-        z = params["sigma_r"] * jax.random.normal(key, (m,), jnp.float64)
+        z = params["sigma_r"] * normal(key, (m,))
         return LinES(ridge_update(state.ridge, x, feedback.reward + z), state.draws + m)
 
     return Policy("lin-es", init, act, update)
@@ -146,7 +148,7 @@ def lin_phe(spec: ProblemSpec) -> Policy:
 
         def add_block(i, acc):
             rows = jax.lax.dynamic_slice_in_dim(state.xs, i * _PHE_BLOCK, _PHE_BLOCK)
-            z = jax.random.normal(jax.random.fold_in(k_z, i), (_PHE_BLOCK,), jnp.float64)
+            z = normal(jax.random.fold_in(k_z, i), (_PHE_BLOCK,))
             live = i * _PHE_BLOCK + jnp.arange(_PHE_BLOCK) < state.n
             return acc + rows.T @ jnp.where(live, z, 0.0)
 
@@ -159,4 +161,4 @@ def lin_phe(spec: ProblemSpec) -> Policy:
         xs = jax.lax.dynamic_update_slice_in_dim(state.xs, x[None, :].astype(jnp.float64), state.n, 0)
         return LinPHE(ridge_update(state.ridge, x, feedback.reward), xs, state.n + 1)
 
-    return Policy("lin-phe", init, act, update)
+    return Policy("lin-phe", init, act, update, max_horizon=spec.horizon)
