@@ -68,7 +68,8 @@ def test_bad_claims_are_rejected_before_running(tmp_path):
     for check, expected in [("regret('Nope') < 1", "unknown label 'Nope'"),
                             ("open('x')", "unknown function"),
                             ("regret('ES') <", "not a valid expression"),
-                            ("__import__('os')", "unknown function")]:
+                            ("__import__('os')", "unknown function"),
+                            ("regret('ES', stat='mode') < 1", "stat must be")]:
         with pytest.raises(ConfigError, match=expected):
             load_experiment(write(tmp_path, base.format(check.replace('"', '\\"'))))
 

@@ -126,3 +126,23 @@ def test_main_job_command_is_installed():
     # The README's main job uses the console script; it must exist in the environment.
     exe = os.path.join(os.path.dirname(sys.executable), "nlbandit")
     assert subprocess.run([exe, "list", "policies"], capture_output=True).returncode == 0
+
+
+def test_claim_statistics_match_numpy(tiny, tmp_path):
+    # regret/std/increment with mean and median, against NumPy on the stored per-seed curves.
+    from nlbandit.report.build import check_claims, load_rows
+
+    exp = load_experiment(tiny, "quick")
+    with Store(tmp_path / "s.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        rows = load_rows(exp, store)
+    es = next(r.stored for r in rows if r.run.label == "ES")
+    mid = np.searchsorted(es.rounds, 150)
+    exp.claims[:] = [type(exp.claims[0])("x", "", "regret('ES') + std('ES') + increment('ES', 150, T, stat='median')"
+                                        " + regret('ES', t=150, stat='median') > 0", "pass")]
+    values = dict(check_claims(exp, rows)[0].values)
+    final = es.cum_regret[:, -1]
+    assert values["regret('ES')"] == pytest.approx(final.mean(), rel=1e-12)
+    assert values["std('ES')"] == pytest.approx(final.std(ddof=1), rel=1e-12)
+    assert values["increment('ES', 150, T, stat='median')"] == pytest.approx(np.median(final - es.cum_regret[:, mid]))
+    assert values["regret('ES', t=150, stat='median')"] == pytest.approx(np.median(es.cum_regret[:, mid]))

@@ -2,10 +2,11 @@
 
 Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``eval``'d):
 
-* ``regret(label, t=None, **case)``: mean cumulative pseudo-regret over seeds at round ``t``
-  (default: the horizon; otherwise the last recorded round ≤ t);
+* ``regret(label, t=None, stat='mean', **case)``: cumulative pseudo-regret at round ``t`` (default: the
+  horizon; otherwise the last recorded round ≤ t), averaged over seeds (``stat='median'``: the median
+  seed, i.e. the typical instance);
 * ``std(label, t=None, **case)``: its standard deviation across seeds;
-* ``increment(label, t0, t1, **case)``: mean regret accumulated between rounds t0 and t1;
+* ``increment(label, t0, t1, stat='mean', **case)``: regret accumulated between rounds t0 and t1;
 * ``min``, ``max``, ``abs``; numbers; ``T`` (the horizon); ``+ - * /``; comparisons; ``and``/``or``/``not``.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
@@ -79,6 +80,10 @@ class _Evaluator:
             return {"min": min, "max": max, "abs": abs}[name](*args)
         if name in ("regret", "std", "increment") and args and isinstance(args[0], str):
             label = args[0]
+            stat = kwargs.pop("stat", "mean")
+            if stat not in ("mean", "median") or (name == "std" and stat != "mean"):
+                raise ConfigError(f"{ast.unparse(node)}: stat must be 'mean' or 'median' (regret, increment)")
+            average = np.mean if stat == "mean" else np.median
             if name == "increment":
                 if len(args) != 3:
                     raise ConfigError(f"{ast.unparse(node)}: increment(label, t0, t1) takes three arguments")
@@ -90,9 +95,9 @@ class _Evaluator:
             rounds, cum = self.curves(label, kwargs)
             end = _at(rounds, cum, t1)
             if name == "increment":
-                value = float(np.mean(end - _at(rounds, cum, t0)))
+                value = float(average(end - _at(rounds, cum, t0)))
             elif name == "regret":
-                value = float(np.mean(end))
+                value = float(average(end))
             else:
                 value = float(np.std(end, ddof=1)) if end.size > 1 else 0.0
             self.trace.append((ast.unparse(node), value))
