@@ -63,8 +63,9 @@ def _draws(case: Case, params: dict[str, jax.Array]) -> dict[str, np.ndarray]:
     """The policy's random draws for all T rounds, reproduced from its keys.
 
     ``u``: tie-break words (T,) (from the act key itself for greedy/LinUCB, from the second half of
-    its split for Lin-TS/Lin-ES). Lin-TS: ``z`` (T, d). Lin-ES: ``j`` (T,), ``Z`` (T, m) perturbations
-    from the update keys, ``prior`` (d, m) from the init key.
+    its split for Lin-TS, the second of two words drawn from the act key for Lin-ES). Lin-TS: ``z`` (T, d).
+    Lin-ES: ``j`` (T,) (the first word modulo m), ``Z`` (T, m) perturbations from the update keys,
+    ``prior`` (d, m) from the init key.
     """
     if case.name in ("greedy", "lin-ucb"):
         return {"u": _tie_words(ACT_KEYS)}
@@ -73,9 +74,10 @@ def _draws(case: Case, params: dict[str, jax.Array]) -> dict[str, np.ndarray]:
         return {"u": _tie_words(second),
                 "z": np.asarray(jax.vmap(lambda k: jax.random.normal(k, (D,), jnp.float32).astype(jnp.float64))(first))}
     sigma_r, prior_scale, lam = (float(params[n]) for n in ("sigma_r", "prior_scale", "lam"))
+    words = np.asarray(jax.vmap(lambda k: jax.random.bits(k, (2,), jnp.uint32))(ACT_KEYS))
     return {
-        "u": _tie_words(second),
-        "j": np.asarray(jax.vmap(lambda k: jax.random.randint(k, (), 0, M))(first)),
+        "u": words[:, 1],
+        "j": words[:, 0] % M,
         "Z": sigma_r * np.asarray(jax.vmap(lambda k: jax.random.normal(k, (M,), jnp.float32).astype(jnp.float64))(UPDATE_KEYS)),
         "prior": np.sqrt(lam) * prior_scale * np.asarray(jax.random.normal(INIT_KEY, (D, M), jnp.float32).astype(jnp.float64)),
     }

@@ -18,9 +18,8 @@ def mix32(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
-def tie_priorities(key: jax.Array, k: int) -> jax.Array:
-    """K distinct pseudo-random uint32 priorities from one random word: mix32(w XOR golden·index)."""
-    word = jax.random.bits(key, (), jnp.uint32)
+def tie_priorities(word: jax.Array, k: int) -> jax.Array:
+    """K distinct pseudo-random uint32 priorities from one random word: mix32(word XOR golden·index)."""
     return mix32(word ^ (jnp.arange(k, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9)))
 
 
@@ -35,10 +34,16 @@ def argmax_random_ties(key: jax.Array, scores: jax.Array, mask: jax.Array) -> ja
     Deviation: the choice is uniform up to the quality of the hash (checked by a chi-square test in
     ``tests/test_exploration.py``), not exactly uniform.
     """
+    return argmax_tie_word(jax.random.bits(key, (), jnp.uint32), scores, mask)
+
+
+def argmax_tie_word(word: jax.Array, scores: jax.Array, mask: jax.Array) -> jax.Array:
+    """:func:`argmax_random_ties` with the random 32-bit ``word`` already drawn (for policies that draw
+    several words at once)."""
     scores = jnp.where(mask, scores, -jnp.inf)
     best = jnp.max(scores)
     tied = mask & (scores >= best - TIE_RTOL * jnp.maximum(1.0, jnp.abs(best)))
-    return jnp.argmax(jnp.where(tied, tie_priorities(key, scores.shape[0]), 0)).astype(jnp.int32)
+    return jnp.argmax(jnp.where(tied, tie_priorities(word, scores.shape[0]), 0)).astype(jnp.int32)
 
 
 def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:

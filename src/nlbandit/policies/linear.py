@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
-from nlbandit.policies.exploration import argmax_random_ties
+from nlbandit.policies.exploration import argmax_random_ties, argmax_tie_word
 
 
 def oful_radius(state: Ridge, params) -> jax.Array:
@@ -105,10 +105,10 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
         return LinES(ridge_init(spec.d, params["lam"], b0), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
-        k_j, k_ties = jax.random.split(key)
-        j = jax.random.randint(k_j, (), 0, m)
+        words = jax.random.bits(key, (2,), jnp.uint32)
+        j = words[0] % m  # j_t ~ Uniform{0..m−1} (modulo bias ≤ m/2³², negligible)
         theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
-        return argmax_random_ties(k_ties, contexts @ theta, mask)
+        return argmax_tie_word(words[1], contexts @ theta, mask)
 
     def update(params, state, key, x, feedback, t):
         z = params["sigma_r"] * normal(key, (m,))
