@@ -116,3 +116,15 @@ def resolve(hypers: tuple[Hyper, ...], given: dict[str, Any], where: str) -> dic
             f"{where}: unknown field '{unknown[0]}'; allowed fields: {', '.join(sorted(known)) or '(none)'}"
         )
     return {h.name: h.validate(given.get(h.name, h.default), where) for h in hypers}
+
+
+def lookup(table: dict[str, Any], name: Any, where: str) -> Any:
+    """``table[name]`` for a registry; :class:`ConfigError` listing the known names otherwise."""
+    if name not in table:
+        raise ConfigError(f"{where}: field 'name' must be one of {', '.join(sorted(table))}, got {name!r}")
+    return table[name]
+
+
+def resolve_named(entry: Any, config: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate the hyperparameters of ``config`` (everything but its ``name``) against ``entry.hypers``."""
+    return resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
 from nlbandit.envs import synthetic
 
@@ -59,15 +59,13 @@ ENVS: dict[str, EnvEntry] = {
 
 def env_entry(name: Any, where: str = "env") -> EnvEntry:
     """The registry entry for ``name``; :class:`ConfigError` listing the known names otherwise."""
-    if name not in ENVS:
-        raise ConfigError(f"{where}: field 'name' must be one of {', '.join(sorted(ENVS))}, got {name!r}")
-    return ENVS[name]
+    return lookup(ENVS, name, where)
 
 
 def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
-    values = resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)
+    values = resolve_named(entry, config, where)
     d, k = values["d"], values["k"]
     if values["theta_star"] is not None and len(values["theta_star"]) != d:
         raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")

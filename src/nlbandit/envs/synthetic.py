@@ -67,57 +67,46 @@ def _observe(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float):
     return observe
 
 
-def linear(
-    d: int,
-    k: int,
-    noise_std: float = 0.5,
-    arms: str = "sphere",
-    theta: str = "sphere",
-    theta_norm: float | None = None,
-    contexts: str = "fixed",
-    avail_prob: float = 1.0,
-    theta_star: tuple[float, ...] | None = None,
-    arm_set: tuple[tuple[float, ...], ...] | None = None,
-) -> Env:
-    """Linear bandit: E[Y | x] = xᵀθ*, Y = xᵀθ* + η with η ~ N(0, noise_std²)."""
+def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere", theta: str = "sphere",
+               theta_norm: float | None = None, contexts: str = "fixed", avail_prob: float = 1.0,
+               theta_star: tuple[float, ...] | None = None,
+               arm_set: tuple[tuple[float, ...], ...] | None = None) -> Env:
+    """An instance-based environment: ``mean(θ*, contexts) -> (K,)`` and ``reward(key, mean) -> Y``,
+    with the instance options of the module docstring."""
     spec = ProblemSpec(d, k, 0)
 
-    def mean(state, ctx):
-        return ctx @ state.theta
+    def mean_fn(state, ctx):
+        return mean(state.theta, ctx)
 
     def pull(state, key, t, ctx, arm):
-        return Feedback(mean(state, ctx)[arm] + noise_std * normal(key, ()))
+        return Feedback(reward(key, mean_fn(state, ctx)[arm]))
 
-    return Env("linear", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)
+    reset = _reset(spec, arms, theta, theta_norm, theta_star, arm_set)
+    return Env(name, spec, reset, _observe(spec, arms, contexts, avail_prob), pull, mean_fn)
 
 
-def logistic(
-    d: int,
-    k: int,
-    reward: str = "bernoulli",
-    noise_std: float = 0.5,
-    arms: str = "sphere",
-    theta: str = "sphere",
-    theta_norm: float | None = None,
-    contexts: str = "fixed",
-    avail_prob: float = 1.0,
-    theta_star: tuple[float, ...] | None = None,
-    arm_set: tuple[tuple[float, ...], ...] | None = None,
-) -> Env:
+def linear(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
+    """Linear bandit: E[Y | x] = xᵀθ*, Y = xᵀθ* + η with η ~ N(0, noise_std²).
+
+    ``instance``: arms, theta, theta_norm, contexts, avail_prob, theta_star, arm_set (module docstring).
+    """
+    return _synthetic("linear", d, k, lambda th, ctx: ctx @ th,
+                      lambda key, mu: mu + noise_std * normal(key, ()), **instance)
+
+
+def logistic(d: int, k: int, reward: str = "bernoulli", noise_std: float = 0.5, **instance) -> Env:
     """Logistic bandit: E[Y | x] = sigmoid(xᵀθ*).
 
     ``reward="bernoulli"``: Y ~ Bernoulli(sigmoid(xᵀθ*)). ``reward="gaussian"``: Y = sigmoid(xᵀθ*) + η,
     η ~ N(0, noise_std²), the "logistic bandit" of Sun, Wang & Xu (2025) §7.1 (spec 003 §1.2).
+    ``instance``: as for :func:`linear`.
     """
-    spec = ProblemSpec(d, k, 0)
 
-    def mean(state, ctx):
-        return jax.nn.sigmoid(ctx @ state.theta)
+    def bernoulli(key, mu):
+        return (jax.random.uniform(key, (), jnp.float64) < mu).astype(jnp.float64)
 
-    def pull(state, key, t, ctx, arm):
-        mu = mean(state, ctx)[arm]
-        if reward == "bernoulli":
-            return Feedback((jax.random.uniform(key, (), jnp.float64) < mu).astype(jnp.float64))
-        return Feedback(mu + noise_std * normal(key, ()))
+    def gaussian(key, mu):
+        return mu + noise_std * normal(key, ())
 
-    return Env("logistic", spec, _reset(spec, arms, theta, theta_norm, theta_star, arm_set), _observe(spec, arms, contexts, avail_prob), pull, mean)
+    return _synthetic("logistic", d, k, lambda th, ctx: jax.nn.sigmoid(ctx @ th),
+                      bernoulli if reward == "bernoulli" else gaussian, **instance)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nlbandit import __version__
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.envs.registry import env_entry, resolve_env
 from nlbandit.policies.registry import resolve_policy
@@ -90,8 +91,6 @@ class RunConfig:
 
     def identity(self) -> dict[str, Any]:
         """What determines the run's results (the label does not)."""
-        from nlbandit import __version__
-
         return {
             "env": self.env,
             "policy": self.policy,

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.policies import baselines, linear
 
@@ -101,16 +101,13 @@ POLICIES: dict[str, PolicyEntry] = {
 
 def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
     """The registry entry for ``name``; :class:`ConfigError` listing the known names otherwise."""
-    if name not in POLICIES:
-        raise ConfigError(f"{where}: field 'name' must be one of {', '.join(sorted(POLICIES))}, got {name!r}")
-    return POLICIES[name]
+    return lookup(POLICIES, name, where)
 
 
 def resolve_policy(config: dict[str, Any], where: str = "policy") -> dict[str, Any]:
     """Validate ``{"name": ..., **hyperparameters}``; return it with defaults filled in."""
     entry = policy_entry(config.get("name"), where)
-    values = resolve(entry.hypers, {k: v for k, v in config.items() if k != "name"}, where)
-    return {"name": entry.name, **entry.finalize(values)}
+    return {"name": entry.name, **entry.finalize(resolve_named(entry, config, where))}
 
 
 def split_policy_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

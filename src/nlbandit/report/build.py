@@ -110,11 +110,11 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
         for row in (r for r in rows if r.run.case == case):
-            s = row.stored
-            mean = s.cum_regret.mean(axis=0)
-            half = Z95 * s.cum_regret.std(axis=0, ddof=1) / np.sqrt(s.cum_regret.shape[0]) if s.cum_regret.shape[0] > 1 else 0 * mean
-            ax.plot(s.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
-            ax.fill_between(s.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
+            cum = row.stored.cum_regret
+            mean = cum.mean(axis=0)
+            half = Z95 * cum.std(axis=0, ddof=1) / np.sqrt(cum.shape[0]) if cum.shape[0] > 1 else np.zeros_like(mean)
+            ax.plot(row.stored.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
+            ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
         ax.set_xlabel("round t")
         ax.set_ylabel("cumulative pseudo-regret")
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
@@ -145,7 +145,7 @@ def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> 
     claims = check_claims(exp, rows)
     png = out_dir / f"{exp.name}.png"
     plot_regret(exp, rows, png)
-    env_cfgs = {json_key(r.run.env): r.run.env for r in rows}
+    env_cfgs = {json.dumps(r.run.env, sort_keys=True): r.run.env for r in rows}
     lines = [
         f"# {exp.title or exp.name}",
         "",
@@ -188,7 +188,3 @@ def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> 
     _atomic_write(md, ("\n".join(lines) + "\n").encode())
     return md, claims
 
-
-def json_key(config: dict[str, Any]) -> str:
-    """A stable string key for a config dict."""
-    return json.dumps(config, sort_keys=True)
