@@ -1,0 +1,75 @@
+"""Synthetic environments: instance generation options, fresh arm sets, masks, reward laws."""
+
+import jax
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.core.keys import round_key, seed_keys
+
+
+def instance(env, seed=0):
+    return jax.device_get(env.reset(seed_keys(seed).env_reset))
+
+
+def test_instance_distributions():
+    sphere = instance(nb.make_env("linear", d=6, k=40, arms="sphere", theta="sphere"))
+    np.testing.assert_allclose(np.linalg.norm(sphere.arms, axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(sphere.theta), 1.0, atol=1e-12)
+    cube = instance(nb.make_env("linear", d=6, k=400, arms="cube"))
+    assert np.all(np.abs(cube.arms) <= 1 / np.sqrt(6)) and np.all(np.linalg.norm(cube.arms, axis=1) <= 1)
+    assert np.abs(cube.arms).max() > 0.9 / np.sqrt(6)  # fills the cube, not a sphere
+    gauss = np.array([instance(nb.make_env("linear", d=6, k=2, theta="gaussian"), s).theta for s in range(300)])
+    assert abs(gauss.std() - 1.0) < 0.05 and abs(gauss.mean()) < 0.05  # N(0, I), not normalised
+    scaled = instance(nb.make_env("logistic", d=6, k=2, theta_norm=3.0))
+    np.testing.assert_allclose(np.linalg.norm(scaled.theta), 3.0, atol=1e-12)
+
+
+def test_instances_depend_on_the_seed_only():
+    env = nb.make_env("linear", d=4, k=5)
+    a, b, c = instance(env, 1), instance(env, 1), instance(env, 2)
+    np.testing.assert_array_equal(a.arms, b.arms)
+    assert not np.array_equal(a.arms, c.arms)
+
+
+def test_fresh_contexts_and_masks():
+    env = nb.make_env("linear", d=3, k=8, contexts="fresh", avail_prob=0.3)
+    state, keys = instance(env), seed_keys(0)
+    observed = [env.observe(state, round_key(keys.env_observe, t), t) for t in range(1, 401)]
+    ctx = np.array([c for c, _ in observed])
+    masks = np.array([m for _, m in observed])
+    assert not np.array_equal(ctx[0], ctx[1])  # a new pool each round
+    np.testing.assert_allclose(np.linalg.norm(ctx, axis=2), 1.0, atol=1e-12)
+    assert masks.any(axis=1).all()  # never an empty round
+    # Each arm offered with probability 0.3, plus the always-offered minimum: P = 0.3 + 0.7^8/8 ≈ 0.307.
+    assert abs(masks.mean() - (0.3 + 0.7**8 / 8)) < 0.02
+    fixed = nb.make_env("linear", d=3, k=8)
+    c1, m1 = fixed.observe(state, round_key(keys.env_observe, 1), 1)
+    np.testing.assert_array_equal(c1, state.arms)
+    assert np.asarray(m1).all()
+
+
+@pytest.mark.parametrize("reward", ["bernoulli", "gaussian"])
+def test_logistic_rewards_have_sigmoid_means(reward):
+    env = nb.make_env("logistic", d=2, k=2, reward=reward, noise_std=0.5, theta_star=[1.5, -1.0],
+                      arm_set=[[1.0, 0.0], [0.0, 1.0]])
+    state, keys = instance(env), seed_keys(3)
+    ctx = np.asarray(state.arms)
+    pulls = jax.vmap(lambda t: env.pull(state, round_key(keys.env_pull, t), t, ctx, 0).reward)(np.arange(1, 20001))
+    mu = 1 / (1 + np.exp(-1.5))
+    np.testing.assert_allclose(np.asarray(env.mean(state, ctx)), [mu, 1 / (1 + np.exp(1.0))], rtol=1e-12)
+    sd = np.sqrt(mu * (1 - mu)) if reward == "bernoulli" else 0.5
+    assert abs(float(pulls.mean()) - mu) < 4 * sd / np.sqrt(20000)
+    if reward == "bernoulli":
+        assert set(np.unique(np.asarray(pulls))) == {0.0, 1.0}
+    else:
+        assert abs(float(pulls.std()) - 0.5) < 0.02
+
+
+def test_linear_rewards_are_mean_plus_gaussian_noise():
+    env = nb.make_env("linear", d=2, k=1, noise_std=0.3, theta_star=[0.2, 0.4], arm_set=[[1.0, 1.0]])
+    state, keys = instance(env), seed_keys(0)
+    ctx = np.asarray(state.arms)
+    pulls = np.asarray(jax.vmap(lambda t: env.pull(state, round_key(keys.env_pull, t), t, ctx, 0).reward)(
+        np.arange(1, 20001)))
+    assert abs(pulls.mean() - 0.6) < 4 * 0.3 / np.sqrt(20000) and abs(pulls.std() - 0.3) < 0.01
