@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
         c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
-        c.add_argument("--no-progress", action="store_true", help="no progress bar")
+        c.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr "
+                       "is not a terminal)")
     lst = sub.add_parser("list", help="list policies, environments and experiment files")
     lst.add_argument("what", nargs="?", choices=("policies", "envs", "experiments"), default=None)
     return p
@@ -86,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda msg: print(msg, file=sys.stderr))
     with Store(args.db) as store:
         run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
-        md, claims = write_report(exp, store, out, command)
-        if args.command == "run":
-            print(results_table(load_rows(exp, store)))
-        print(f"report: {md} (+ {md.with_suffix('.png').name})")
+        rows = load_rows(exp, store)
+    md, claims = write_report(exp, rows, out, command)
+    if args.command == "run":
+        print(results_table(rows))
+    print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
         print(f"{claim_verdict(c):<12} {c.name}: {c.check}  [" + "; ".join(f"{t} = {v:.2f}" for t, v in c.values) + "]")
     if args.command == "check":

@@ -160,7 +160,7 @@ def simulate(
       seeds: integer seeds, one per repetition.
       chunk_size: rounds per compiled chunk (progress and checkpoints advance per chunk).
       max_points: curves are kept at at most about this many rounds (final values always exact).
-      progress: show a progress bar (a string is used as its description).
+      progress: show a progress bar when stderr is a terminal (a string is used as its description).
       on_chunk: called with the :class:`SimProgress` after every chunk (for checkpoints).
       resume: continue from a :class:`SimProgress` produced by an earlier call with the same arguments.
 
@@ -218,7 +218,7 @@ def simulate(
 
     run_jit = jax.jit(run, donate_argnums=(3,))
     compiled: dict[int, Any] = {}
-    bar = tqdm(total=horizon, initial=prog.t_done, unit="round", disable=not progress,
+    bar = tqdm(total=horizon, initial=prog.t_done, unit="round", disable=None if progress else True,
                desc=progress if isinstance(progress, str) else None, leave=False)
     while prog.t_done < horizon:
         length = min(chunk_size, horizon - prog.t_done)

@@ -139,9 +139,9 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def write_report(exp: Experiment, store: Store, out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
-    """Write ``<out_dir>/<name>.md`` and ``<name>.png``; return the markdown path and the claim results."""
-    rows = load_rows(exp, store)
+def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
+    """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)``; return the markdown
+    path and the claim results."""
     claims = check_claims(exp, rows)
     png = out_dir / f"{exp.name}.png"
     plot_regret(exp, rows, png)
