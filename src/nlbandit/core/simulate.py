@@ -136,6 +136,20 @@ def _one_seed(env: Env, policy: Policy):
     return run
 
 
+def _initial_state(env: Env, policy: Policy):
+    """(params, keys, env_state) -> the policy's state before round 1 (``init``, then ``prepare`` with
+    round 1's arm set, which is the arm set of every round when ``env.fixed_arms``)."""
+
+    def initial(params, keys, env_state):
+        state = policy.init(params, keys.policy_init)
+        if policy.prepare is None:
+            return state
+        arms, mask = env.observe(env_state, round_key(keys.env_observe, 1), 1)
+        return policy.prepare(params, state, round_key(keys.policy_init, 1), arms, mask)
+
+    return initial
+
+
 def simulate(
     env: Env,
     policy: Policy,
@@ -175,6 +189,9 @@ def simulate(
     if policy.max_horizon is not None and horizon > policy.max_horizon:
         raise ValueError(f"horizon {horizon} exceeds the {policy.max_horizon} rounds policy '{policy.name}' was "
                          "built for (ProblemSpec.horizon)")
+    if policy.fixed_arms and not env.fixed_arms:
+        raise ValueError(f"policy '{policy.name}' keeps per-arm state and needs a fixed arm set, but environment "
+                         f"'{env.name}' offers new arms every round (use contexts = 'fixed')")
     seeds = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
     n_seeds = int(seeds.shape[0])
     if n_seeds < 1:
@@ -182,10 +199,10 @@ def simulate(
     keys = jax.vmap(seed_keys)(seeds)
     one = _one_seed(env, policy)
     run = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
-    init = jax.vmap(lambda p, k: policy.init(p, k.policy_init), in_axes=(None, 0))
+    init = jax.vmap(_initial_state(env, policy), in_axes=(None, 0, 0))
     if grid:
         run = jax.vmap(run, in_axes=(0, None, None, 0, None))
-        init = jax.vmap(init, in_axes=(0, None))
+        init = jax.vmap(init, in_axes=(0, None, None))
         batch = (int(jax.tree.leaves(params)[0].shape[0]), n_seeds)
     else:
         batch = (n_seeds,)
@@ -193,9 +210,9 @@ def simulate(
     t0 = time.perf_counter()
     env_states = jax.jit(jax.vmap(env.reset))(keys.env_reset)
     if resume is None:
-        states = jax.jit(init)(params, keys)
+        states = jax.jit(init)(params, keys, env_states)
     else:
-        treedef = jax.tree.structure(jax.eval_shape(init, params, keys))
+        treedef = jax.tree.structure(jax.eval_shape(init, params, keys, env_states))
         states = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in resume.policy_state])
     jax.block_until_ready((env_states, states))
     setup_s = time.perf_counter() - t0

@@ -55,6 +55,8 @@ class Env(NamedTuple):
         round ``t`` (1-based).
       pull: ``pull(env_state, key, t, contexts, arm) -> Feedback``: the reward of the chosen arm.
       mean: ``mean(env_state, contexts) -> (K,)``: expected rewards, for pseudo-regret.
+      fixed_arms: True when every round offers the same K feature vectors (masks may still vary), so
+        a policy may keep per-arm statistics and plan a design on the arm set.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Env(NamedTuple):
     observe: Callable[[PyTree, Array, Array], tuple[Array, Array]]
     pull: Callable[[PyTree, Array, Array, Array, Array], Feedback]
     mean: Callable[[PyTree, Array], Array]
+    fixed_arms: bool = False
 
 
 class Policy(NamedTuple):
@@ -77,6 +80,9 @@ class Policy(NamedTuple):
         features ``x`` (d,) and its :class:`Feedback`.
       max_horizon: the most rounds the state can hold (policies with fixed-size history buffers), or
         ``None`` when unbounded; :func:`~nlbandit.core.simulate.simulate` refuses longer runs.
+      prepare: ``prepare(params, state, key, arms, mask) -> state``, or ``None``: called once after
+        ``init`` with the arm set of round 1 (per-arm statistics, an initial design).
+      fixed_arms: the policy needs an environment with ``fixed_arms`` (its state is indexed by arm).
     """
 
     name: str
@@ -84,3 +90,5 @@ class Policy(NamedTuple):
     act: Callable[[PyTree, PyTree, Array, Array, Array, Array], Array]
     update: Callable[[PyTree, PyTree, Array, Array, Feedback, Array], PyTree]
     max_horizon: int | None = None
+    prepare: Callable[[PyTree, PyTree, Array, Array, Array], PyTree] | None = None
+    fixed_arms: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -9,7 +10,7 @@ from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
 from nlbandit.envs import synthetic
 
-_VECTOR_DISTS = ("sphere", "cube", "gaussian")
+_VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
 _COMMON = (
     Hyper("d", None, "feature dimension d", kind=int, static=True, low=1),
     Hyper("k", None, "number of arms K (K_max when arms are masked)", kind=int, static=True, low=1),
@@ -18,6 +19,8 @@ _COMMON = (
     Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=_VECTOR_DISTS),
     Hyper("theta_norm", None, "rescale θ* to this norm S (omitted: keep the drawn norm)", static=True,
           low=0.0, low_open=True, optional=True),
+    Hyper("theta_var", None, "θ* ~ N(0, v I) with v = 3/d^2 or 3/d (needs theta = 'gaussian')", kind=str,
+          static=True, choices=("3/d^2", "3/d"), optional=True),
     Hyper("contexts", "fixed", "one arm pool per instance, or a fresh pool every round", kind=str,
           static=True, choices=("fixed", "fresh")),
     Hyper("theta_star", None, "explicit θ* (d numbers; overrides 'theta' and 'theta_norm')", kind=list,
@@ -69,6 +72,8 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     d, k = values["d"], values["k"]
     if values["theta_star"] is not None and len(values["theta_star"]) != d:
         raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")
+    if values["theta_var"] is not None and values["theta"] != "gaussian":
+        raise ConfigError(f"{where}: field 'theta_var' needs theta = 'gaussian', got {values['theta']!r}")
     if values["arm_set"] is not None:
         if values["contexts"] != "fixed":
             raise ConfigError(f"{where}: field 'arm_set' needs contexts = 'fixed', got {values['contexts']!r}")
@@ -76,6 +81,13 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
             raise ConfigError(f"{where}: field 'arm_set' must be K = {k} rows of d = {d} numbers, got "
                               f"{len(values['arm_set'])} rows of {len(values['arm_set'][0])}")
     return {"name": entry.name, **values}
+
+
+def reward_range(config: dict[str, Any]) -> tuple[float, float]:
+    """The interval that the rewards of a resolved environment config can take."""
+    if config["name"] == "logistic" and config["reward"] == "bernoulli":
+        return (0.0, 1.0)
+    return (-math.inf, math.inf)
 
 
 def make_env(name: str, **hyperparameters: Any) -> Env:

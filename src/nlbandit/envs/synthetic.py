@@ -4,8 +4,11 @@ One instance = θ* and (for a fixed arm set) a pool of K arms, drawn by ``reset`
 key. Options shared by both families:
 
 * ``arms`` / ``theta``: ``"sphere"`` (uniform on the unit sphere; seed 003's choice, spec 003 §4.2 U1),
-  ``"cube"`` (uniform on [−1/√d, 1/√d]^d, so ‖x‖ ≤ 1), ``"gaussian"`` (N(0, I_d), not normalised; the
-  spec 003 §9 variant for θ*).
+  ``"cube"`` (uniform on [−1/√d, 1/√d]^d, so ‖x‖ ≤ 1), ``"box"`` (uniform on [−1, 1]^d, not
+  normalised: Kveton et al. 2020 §5.1), ``"gaussian"`` (N(0, I_d), not normalised; the spec 003 §9
+  variant for θ*).
+* ``theta_var``: with ``theta="gaussian"``, θ* ~ N(0, v I_d) with v = 3/d² (Kveton et al. 2020 §5.1 as
+  printed) or 3/d (which gives the Var[xᵀθ*] = 1 the paper's prose claims; spec 002 §7.1).
 * ``theta_norm``: rescale θ* to this norm (``S``); omitted keeps the distribution's own norm.
 * ``contexts``: ``"fixed"`` (one arm pool per instance, the theory's setting) or ``"fresh"`` (a new pool
   drawn every round, as in the contextual variants).
@@ -33,20 +36,27 @@ class Instance(NamedTuple):
 
 
 def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
-    """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, gaussian} (see module docstring)."""
-    if dist == "cube":
-        return jax.random.uniform(key, (n, d), jnp.float64, -1.0, 1.0) / jnp.sqrt(d)
+    """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, box, gaussian} (see module docstring)."""
+    if dist in ("cube", "box"):
+        u = jax.random.uniform(key, (n, d), jnp.float64, -1.0, 1.0)
+        return u / jnp.sqrt(d) if dist == "cube" else u
     g = normal(key, (n, d))
     return g / jnp.linalg.norm(g, axis=1, keepdims=True) if dist == "sphere" else g
 
 
-def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, theta_star, arm_set):
+_THETA_VARIANCE = {"3/d^2": lambda d: 3.0 / d**2, "3/d": lambda d: 3.0 / d}
+
+
+def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, theta_var: str | None,
+           theta_star, arm_set):
     def reset(key):
         k_theta, k_arms = jax.random.split(key)
         if theta_star is not None:
             th = jnp.asarray(theta_star, jnp.float64)
         else:
             th = sample_vectors(k_theta, 1, spec.d, theta)[0]
+            if theta_var is not None:
+                th = th * jnp.sqrt(_THETA_VARIANCE[theta_var](spec.d))
             if theta_norm is not None:
                 th = th * (theta_norm / jnp.linalg.norm(th))
         pool = jnp.asarray(arm_set, jnp.float64) if arm_set is not None else sample_vectors(k_arms, spec.k, spec.d, arms)
@@ -68,7 +78,8 @@ def _observe(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float):
 
 
 def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere", theta: str = "sphere",
-               theta_norm: float | None = None, contexts: str = "fixed", avail_prob: float = 1.0,
+               theta_norm: float | None = None, theta_var: str | None = None, contexts: str = "fixed",
+               avail_prob: float = 1.0,
                theta_star: tuple[float, ...] | None = None,
                arm_set: tuple[tuple[float, ...], ...] | None = None) -> Env:
     """An instance-based environment: ``mean(θ*, contexts) -> (K,)`` and ``reward(key, mean) -> Y``,
@@ -81,14 +92,14 @@ def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere",
     def pull(state, key, t, ctx, arm):
         return Feedback(reward(key, mean_fn(state, ctx)[arm]))
 
-    reset = _reset(spec, arms, theta, theta_norm, theta_star, arm_set)
-    return Env(name, spec, reset, _observe(spec, arms, contexts, avail_prob), pull, mean_fn)
+    reset = _reset(spec, arms, theta, theta_norm, theta_var, theta_star, arm_set)
+    return Env(name, spec, reset, _observe(spec, arms, contexts, avail_prob), pull, mean_fn, contexts == "fixed")
 
 
 def linear(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
     """Linear bandit: E[Y | x] = xᵀθ*, Y = xᵀθ* + η with η ~ N(0, noise_std²).
 
-    ``instance``: arms, theta, theta_norm, contexts, avail_prob, theta_star, arm_set (module docstring).
+    ``instance``: arms, theta, theta_norm, theta_var, contexts, avail_prob, theta_star, arm_set (module docstring).
     """
     return _synthetic("linear", d, k, lambda th, ctx: ctx @ th,
                       lambda key, mu: mu + noise_std * normal(key, ()), **instance)

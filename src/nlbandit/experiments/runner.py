@@ -20,7 +20,7 @@ from nlbandit.core.simulate import SimProgress, simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
 from nlbandit.experiments.spec import Experiment, RunConfig
-from nlbandit.policies.registry import POLICIES, split_policy_config
+from nlbandit.policies.registry import policy_entry, split_policy_config
 from nlbandit.store import Store
 
 
@@ -67,7 +67,7 @@ def _run_batch(exp, store, batch, tag, progress, chunk_size, log, on_checkpoint)
     env = make_env(**first.env)
     spec = ProblemSpec(env.spec.d, env.spec.k, first.horizon)
     static, _ = split_policy_config(first.policy)
-    policy = POLICIES[first.policy["name"]].make(spec, **static)
+    policy = policy_entry(first.policy["name"]).make(spec, **static)
     traced = [split_policy_config(r.policy)[1] for r in batch]
     grid = len(batch) > 1
     params = {k: jnp.asarray([t[k] for t in traced] if grid else traced[0][k], jnp.float64) for k in traced[0]}

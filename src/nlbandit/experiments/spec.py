@@ -43,7 +43,7 @@ from typing import Any
 from nlbandit import __version__
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.envs.registry import env_entry, resolve_env
-from nlbandit.policies.registry import resolve_policy
+from nlbandit.policies.registry import check_policy_env, resolve_policy
 
 SCALES = ("quick", "full")
 
@@ -214,6 +214,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
             labels.append(full_label)
             for env_cfg, case in env_cases:
                 resolved = resolve_policy(pol_cfg, f"{pwhere} ({full_label})")
+                check_policy_env(resolved, env_cfg, horizon, f"{pwhere} ({full_label})")
                 runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"]))
 
     claims = []

@@ -30,21 +30,46 @@ import jax.numpy as jnp
 from nlbandit.models.links import Link
 
 
-def glm_objective(link: Link, theta, x, w, s, lam) -> jax.Array:
-    """F(θ) for rows ``x`` (n, d), weights ``w`` (n,), response sums ``s`` (n,), ridge ``lam``."""
-    v = x @ theta
-    return jnp.sum(w * link.log_partition(v) - s * v) + 0.5 * lam * theta @ theta
+def _row_sum(fn, x, w, s, active):
+    """Σ_i of ``fn(x, w, s)`` over the rows: all at once when ``active`` is None, else over the first
+    ⌈n/B⌉ blocks of B rows for ``active = (n, B)`` (a history buffer filled up to n), so the cost grows
+    with n rather than with the buffer's capacity. The buffer length must be a multiple of B."""
+    if active is None:
+        return fn(x, w, s)
+    n, block = active
+
+    def add(i, acc):
+        rows = [jax.lax.dynamic_slice_in_dim(a, i * block, block) for a in (x, w, s)]
+        return jax.tree.map(jnp.add, acc, fn(*rows))
+
+    zero = jax.tree.map(jnp.zeros_like, jax.eval_shape(fn, x[:block], w[:block], s[:block]))
+    return jax.lax.fori_loop(0, (n + block - 1) // block, add, zero)
 
 
-def glm_gradient(link: Link, theta, x, w, s, lam) -> jax.Array:
+def glm_objective(link: Link, theta, x, w, s, lam, active=None) -> jax.Array:
+    """F(θ) for rows ``x`` (n, d), weights ``w`` (n,), response sums ``s`` (n,), ridge ``lam``
+    (``active``: see :func:`_row_sum`)."""
+
+    def rows(x, w, s):
+        v = x @ theta
+        return jnp.sum(w * link.log_partition(v) - s * v)
+
+    return _row_sum(rows, x, w, s, active) + 0.5 * lam * theta @ theta
+
+
+def glm_gradient(link: Link, theta, x, w, s, lam, active=None) -> jax.Array:
     """∇F(θ) = λθ + Σ_i (w_i μ(x_iᵀθ) − s_i) x_i."""
-    return x.T @ (w * link.mean(x @ theta) - s) + lam * theta
+    return _row_sum(lambda x, w, s: x.T @ (w * link.mean(x @ theta) - s), x, w, s, active) + lam * theta
 
 
-def glm_hessian(link: Link, theta, x, w, lam) -> jax.Array:
+def glm_hessian(link: Link, theta, x, w, lam, active=None) -> jax.Array:
     """∇²F(θ) = λI + Σ_i w_i μ̇(x_iᵀθ) x_i x_iᵀ (independent of the responses)."""
-    c = w * link.dmean(x @ theta)
-    return (x * c[:, None]).T @ x + lam * jnp.eye(x.shape[1], dtype=x.dtype)
+
+    def rows(x, w, _):
+        c = w * link.dmean(x @ theta)
+        return (x * c[:, None]).T @ x
+
+    return _row_sum(rows, x, w, w, active) + lam * jnp.eye(x.shape[1], dtype=x.dtype)
 
 
 class NewtonResult(NamedTuple):
@@ -56,14 +81,14 @@ class NewtonResult(NamedTuple):
 
 
 def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol: float = 1e-10,
-                 grad_tol: float = 1e-8, max_halvings: int = 30) -> NewtonResult:
+                 grad_tol: float = 1e-8, max_halvings: int = 30, active=None) -> NewtonResult:
     """Minimise F by Newton's method with step halving, from the warm start ``theta0``.
 
     Each iteration solves H(θ) step = ∇F(θ) by Cholesky and halves the step while F does not decrease
     beyond its rounding error (spec 002 §2.4). It stops when ‖step‖ ≤ step_tol·(1 + ‖θ‖) or ‖∇F‖ ≤ grad_tol, or after
     ``max_iter`` iterations (``converged`` is then False). F is strictly convex for λ > 0, so the
     minimiser is unique. Deviation from spec 002's 1e-6 step tolerance: a tighter default, since
-    Newton converges quadratically and one more step costs little.
+    Newton converges quadratically and one more step costs little. ``active``: see :func:`_row_sum`.
     """
     def cond(carry):
         _, it, done = carry
@@ -71,17 +96,17 @@ def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol:
 
     def body(carry):
         theta, it, _ = carry
-        g = glm_gradient(link, theta, x, w, s, lam)
-        h = glm_hessian(link, theta, x, w, lam)
+        g = glm_gradient(link, theta, x, w, s, lam, active)
+        h = glm_hessian(link, theta, x, w, lam, active)
         step = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h, lower=True), g)
-        f0 = glm_objective(link, theta, x, w, s, lam)
+        f0 = glm_objective(link, theta, x, w, s, lam, active)
         # Near the optimum F changes by less than its rounding error (|F| ~ n): accept such steps, or
         # the search would halve correct Newton steps to nothing and stop with ‖∇F‖ ≫ 0.
         f_noise = 64 * jnp.finfo(theta.dtype).eps * (1.0 + jnp.abs(f0))
 
         def worse(carry_t):
             t, k = carry_t
-            return (glm_objective(link, theta - t * step, x, w, s, lam) > f0 + f_noise) & (k < max_halvings)
+            return (glm_objective(link, theta - t * step, x, w, s, lam, active) > f0 + f_noise) & (k < max_halvings)
 
         t, _ = jax.lax.while_loop(worse, lambda c: (0.5 * c[0], c[1] + 1), (jnp.ones((), theta.dtype), 0))
         new = theta - t * step
@@ -94,16 +119,16 @@ def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol:
 
 
 def gd_solve(link: Link, x, w, s, lam, theta0, steps: int = 100, lr: float = 0.01,
-             reduction: str = "mean") -> jax.Array:
+             reduction: str = "mean", active=None) -> jax.Array:
     """``steps`` gradient steps of size ``lr`` from ``theta0``: Sun, Wang & Xu (2025) §7 (100 × 0.01).
 
     ``reduction="mean"`` descends F/n with n = Σw (same minimiser; spec 003 U3: on the sum form a step of
     0.01 oscillates once an arm has about 800 pulls); ``"sum"`` descends F itself, as written in the
-    paper.
+    paper. ``active``: see :func:`_row_sum`.
     """
     scale = 1.0 / jnp.maximum(jnp.sum(w), 1.0) if reduction == "mean" else 1.0
 
     def step(_, theta):
-        return theta - lr * scale * glm_gradient(link, theta, x, w, s, lam)
+        return theta - lr * scale * glm_gradient(link, theta, x, w, s, lam, active)
 
     return jax.lax.fori_loop(0, steps, step, theta0)

@@ -97,7 +97,8 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
     Deviation (spec 003 U10, default on): the initial prior perturbation b₀^j = √λ·prior_scale·w^j of
     Lee & Oh (2024); without it every model scores unexplored directions at exactly 0 and Lin-ES without
     warm-up locks onto the first arm with a positive mean (spec 003 §9). ``prior_scale = 0`` gives the
-    paper-literal algorithm.
+    paper-literal algorithm. The anytime wrapper may restrict the draw to the first
+    ``params["m_used"]`` models.
     """
 
     def init(params, key):
@@ -106,7 +107,8 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
 
     def act(params, state, key, contexts, mask, t):
         words = jax.random.bits(key, (2,), jnp.uint32)
-        j = words[0] % m  # j_t ~ Uniform{0..m−1} (modulo bias ≤ m/2³², negligible)
+        m_used = params["m_used"].astype(jnp.uint32) if "m_used" in params else m
+        j = words[0] % m_used  # j_t ~ Uniform{0..m_used−1} (modulo bias ≤ m/2³², negligible)
         theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
         return argmax_tie_word(words[1], contexts @ theta, mask)
 

@@ -7,6 +7,11 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   seed, i.e. the typical instance);
 * ``std(label, t=None, **case)``: its standard deviation across seeds;
 * ``increment(label, t0, t1, stat='mean', **case)``: regret accumulated between rounds t0 and t1;
+* ``se(label, t=None, **case)``: the standard error of the mean regret, std/√S;
+* ``growth(label, **case)``: the late-growth ratio ρ_late = (R(T) − R(T/2)) / R(T/2) of the mean regret
+  curve (≈ 1 for linear regret, ≈ 0.41 for √T growth; spec 002 §6.2);
+* ``stuck(label, threshold=0.8, **case)``: the fraction of seeds whose own ρ_late exceeds ``threshold``
+  (instances whose regret still grows linearly);
 * ``min``, ``max``, ``abs``; numbers; ``T`` (the horizon); ``+ - * /``; comparisons; ``and``/``or``/``not``.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
@@ -78,10 +83,20 @@ class _Evaluator:
         kwargs = {k.arg: self(k.value) for k in node.keywords}
         if name in ("min", "max", "abs") and not kwargs and args:
             return {"min": min, "max": max, "abs": abs}[name](*args)
-        if name in ("regret", "std", "increment") and args and isinstance(args[0], str):
+        if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
+            threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
+            rounds, cum = self.curves(args[0], kwargs)
+            half, end = _at(rounds, cum, self.horizon / 2), cum[:, -1]
+            if name == "growth":
+                value = float((end.mean() - half.mean()) / max(half.mean(), 1e-300))
+            else:
+                value = float(np.mean(end - half > threshold * np.maximum(half, 1e-300)))
+            self.trace.append((ast.unparse(node), value))
+            return value
+        if name in ("regret", "std", "se", "increment") and args and isinstance(args[0], str):
             label = args[0]
             stat = kwargs.pop("stat", "mean")
-            if stat not in ("mean", "median") or (name == "std" and stat != "mean"):
+            if stat not in ("mean", "median") or (name in ("std", "se") and stat != "mean"):
                 raise ConfigError(f"{ast.unparse(node)}: stat must be 'mean' or 'median' (regret, increment)")
             average = np.mean if stat == "mean" else np.median
             if name == "increment":
@@ -100,11 +115,12 @@ class _Evaluator:
                 value = float(average(end))
             else:
                 value = float(np.std(end, ddof=1)) if end.size > 1 else 0.0
+                value = value / np.sqrt(end.size) if name == "se" else value
             self.trace.append((ast.unparse(node), value))
             return value
         raise ConfigError(
-            f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), "
-            "increment(label, t0, t1), min, max, abs"
+            f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), se(label), "
+            "increment(label, t0, t1), growth(label), stuck(label), min, max, abs"
         )
 
 

@@ -1,0 +1,99 @@
+"""The anytime wrapper: the doubling trick with full restarts (Sun, Wang & Xu 2025, §6 and App. E).
+
+``anytime(base, t0, b, horizon, schedule)`` runs ``base`` in epochs ending at T_i = ⌊T₀ bⁱ⌋
+(:func:`nlbandit.theory.doubling_schedule`). At the end of every epoch the base policy is thrown away
+and re-initialised with fresh randomness: new models, no data, no perturbations, and a new warm-up
+(spec 003 §2.6; U7 default: the warm-up is re-run in every epoch and cut at the epoch's end; U9: new
+initial state). Inside an epoch the base policy sees the round counter restarted at 1.
+
+Per-epoch schedules of the T-dependent hyperparameters, computed from the *planned* epoch length τ_i
+(even when the horizon cuts the last epoch short):
+
+* ``none``: the base hyperparameters in every epoch;
+* ``sun2025``: m_i = max(1, ⌈2 ln τ_i⌉) models and σ_R,i = 0.02 ln τ_i (spec 003 §4.3, U8), for
+  ensemble policies. The base is built with the largest m_i and the draw j_t is restricted to the
+  first m_i models (``params["m_used"]``), so every epoch shares one compiled shape.
+
+The restart is a ``lax.cond`` on the round counter alone, which is the same for every seed and grid
+point, so under ``vmap`` the re-initialisation (including a G-optimal design) runs only at the
+boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nlbandit.core.types import Policy
+from nlbandit.theory import doubling_schedule, epoch_models, epoch_sigma_r
+
+SCHEDULES = ("none", "sun2025")
+
+
+class AnytimeState(NamedTuple):
+    """Wrapper state: the current epoch, the round that ended the previous one, the base state, and the
+    arm set of round 1 (to prepare a restarted base)."""
+
+    epoch: jax.Array
+    offset: jax.Array
+    base: object
+    arms: jax.Array
+    mask: jax.Array
+
+
+def epoch_table(t0: int, b: float, horizon: int, schedule: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(last round of every epoch but the final one, {hyperparameter: per-epoch values})."""
+    epochs = doubling_schedule(t0, b, horizon)
+    ends = np.array([e.end for e in epochs[:-1]], np.int64)
+    if schedule == "none":
+        return ends, {}
+    planned = [e.planned for e in epochs]
+    return ends, {
+        "m_used": np.array([epoch_models(p) for p in planned], np.float64),
+        "sigma_r": np.array([epoch_sigma_r(p) for p in planned], np.float64),
+    }
+
+
+def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none", k: int = 1,
+            d: int = 1) -> Policy:
+    """Wrap ``base`` in the doubling trick (module docstring); ``k``, ``d`` size the stored arm set."""
+    ends, table = epoch_table(t0, b, horizon, schedule)
+    ends_j = jnp.asarray(ends)
+    table_j = {name: jnp.asarray(v) for name, v in table.items()}
+
+    def epoch_params(params, epoch):
+        return {**params, **{name: v[epoch] for name, v in table_j.items()}}
+
+    def fresh(params, epoch, key, arms, mask):
+        k_init, k_prep = jax.random.split(key)
+        p = epoch_params(params, epoch)
+        state = base.init(p, k_init)
+        return state if base.prepare is None else base.prepare(p, state, k_prep, arms, mask)
+
+    def init(params, key):
+        zero = jnp.zeros((), jnp.int32)
+        return AnytimeState(zero, zero, base.init(epoch_params(params, zero), key), jnp.zeros((k, d)),
+                            jnp.ones((k,), bool))
+
+    def prepare(params, state, key, arms, mask):
+        arms = arms.astype(jnp.float64)
+        return state._replace(base=fresh(params, state.epoch, key, arms, mask), arms=arms, mask=mask)
+
+    def act(params, state, key, contexts, mask, t):
+        return base.act(epoch_params(params, state.epoch), state.base, key, contexts, mask, t - state.offset)
+
+    def update(params, state, key, x, feedback, t):
+        k_update, k_restart = jax.random.split(key)
+        new = base.update(epoch_params(params, state.epoch), state.base, k_update, x, feedback, t - state.offset)
+        state = state._replace(base=new)
+
+        def restart(s):
+            epoch = s.epoch + 1
+            return s._replace(epoch=epoch, offset=t.astype(jnp.int32), base=fresh(params, epoch, k_restart, s.arms, s.mask))
+
+        return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
+
+    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.fixed_arms)

@@ -1,0 +1,344 @@
+"""Generalized linear bandit policies: ``glm-ucb``, ``ucb-glm``, ``glm-tsl``, ``glm-fpl``, ``glm-phe``, ``glm-es``.
+
+Every policy here is one composition of the same parts:
+
+* a **data layout** (:class:`Rows`) of weighted rows for :mod:`nlbandit.models.glm`: with
+  ``backend="arms"`` one row per arm of the fixed arm set holding its pull count N_k and reward sum Y_k
+  (Kveton et al. 2020 §3.3: a solver iteration costs O(Kd² + d³) whatever t is); with
+  ``backend="history"`` one row per observation in a buffer of capacity T, whose solver sums run only
+  over the filled blocks (cost O(t) per iteration: the naive layout of the reference code);
+* a **solver**: warm-started damped Newton (``newton``, Kveton et al.'s IRLS) or the fixed-budget
+  gradient descent of Sun, Wang & Xu's experiments (``gd``: ``gd_steps`` steps of ``lr`` on the
+  mean-normalised loss);
+* an **initial exploration** plan (:mod:`nlbandit.policies.warmup`);
+* an **exploration rule**: an optimistic bonus, a Laplace sample, perturbed rewards, or an ensemble.
+
+The estimate used to act in round t+1 is computed in ``update`` of round t (after Y_t is observed, with
+the round's fresh randomness), so ``act`` is one argmax; during the warm-up the estimates are refitted
+as well, so the first post-warm-up round acts on the fit to all warm-up data (spec 003 §2.3.1). The
+regularised loss of :mod:`nlbandit.models.glm` (ridge λ, spec 002 §7.3) is used by every estimator;
+λ → 0 recovers the papers' unregularised formulas.
+
+Theory widths use δ = 1/n with n the horizon (spec 002 §7.5/§7.8); their constants σ (``sigma``),
+μ̇_min (``mu_dot_min``) and the reward bound R (``reward_bound``) are parameters, and μ̇_max comes from
+the link.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from nlbandit.core.keys import normal
+from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.models.glm import glm_hessian, gd_solve, newton_solve
+from nlbandit.models.links import LINKS
+from nlbandit.models.ridge import gram_update
+from nlbandit.policies.exploration import argmax_random_ties, argmax_tie_word
+from nlbandit.policies.warmup import Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity
+
+HISTORY_BLOCK = 128
+"""Rows per block of the history layout (its buffer is a multiple of this)."""
+
+
+class Rows(NamedTuple):
+    """Weighted rows of a GLM fit.
+
+    Attributes:
+      x: (C, d) the arm features (``arms``) or the observed features in order (``history``).
+      n: (C,) pull counts (``arms``), or 1 for the filled history rows and 0 beyond.
+      y: (C,) or (C, m) reward sums per row, one column per perturbed copy (ensembles).
+      count: number of observations so far.
+    """
+
+    x: jax.Array
+    n: jax.Array
+    y: jax.Array
+    count: jax.Array
+
+
+class GLMState(NamedTuple):
+    """State shared by the GLM policies (fields a policy does not use keep their initial value).
+
+    Attributes:
+      rows: the data (:class:`Rows`).
+      theta: (d,) or (m, d) the estimate(s) that ``act`` scores with.
+      center: (d,) the unperturbed MLE θ̄ (Laplace sampling).
+      v_inv: (d, d) G⁻¹ = (λI + Σ x xᵀ)⁻¹, for the UCB widths.
+      arm_norm: max_k ‖x_k‖ of the arm set (c_m of Filippi et al.'s width).
+      warmup: the initial-exploration plan.
+    """
+
+    rows: Rows
+    theta: jax.Array
+    center: jax.Array
+    v_inv: jax.Array
+    arm_norm: jax.Array
+    warmup: Warmup
+
+
+class Setup(NamedTuple):
+    """The static choices shared by every GLM policy (see :func:`glm_setup`)."""
+
+    spec: ProblemSpec
+    link: str
+    backend: str
+    solver: str
+    gd_steps: int
+    reduction: str
+    warmup: str
+    warmup_rounds: int
+    basis_pulls: int
+    design: str
+    capacity: int
+
+
+def glm_setup(spec: ProblemSpec, link: str = "logistic", backend: str = "arms", solver: str = "newton",
+              gd_steps: int = 100, reduction: str = "mean", warmup: str = "basis", warmup_rounds: int = 0,
+              basis_pulls: int = 1, design: str = "multiplicative") -> Setup:
+    """Bundle the static options; the history buffer holds ``spec.horizon`` rows (rounded up to blocks)."""
+    capacity = spec.k if backend == "arms" else -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK
+    return Setup(spec, link, backend, solver, gd_steps, reduction, warmup, warmup_rounds, basis_pulls, design,
+                 capacity)
+
+
+def _init_state(setup: Setup, params, targets: int | None) -> GLMState:
+    d = setup.spec.d
+    y_shape = (setup.capacity,) if targets is None else (setup.capacity, targets)
+    theta = jnp.zeros((d,) if targets is None else (targets, d))
+    rows = Rows(jnp.zeros((setup.capacity, d)), jnp.zeros((setup.capacity,)), jnp.zeros(y_shape),
+                jnp.zeros((), jnp.int32))
+    cap = warmup_capacity(setup.warmup, d, setup.spec.k, setup.warmup_rounds, setup.basis_pulls)
+    return GLMState(rows, theta, jnp.zeros((d,)), jnp.eye(d) / params["lam"], jnp.zeros(()), empty_warmup(cap))
+
+
+def _prepare(setup: Setup):
+    def prepare(params, state, key, arms, mask):
+        arms = arms.astype(jnp.float64)
+        rows = state.rows._replace(x=arms) if setup.backend == "arms" else state.rows
+        plan = plan_warmup(setup.warmup, arms, key, state.warmup.plan.shape[0], setup.warmup_rounds,
+                           setup.basis_pulls, setup.design)
+        return state._replace(rows=rows, arm_norm=jnp.max(jnp.linalg.norm(arms, axis=1)), warmup=plan)
+
+    return prepare
+
+
+def _add(setup: Setup, rows: Rows, x: jax.Array, y: jax.Array) -> Rows:
+    """Record one observation (``y`` a scalar, or (m,) for perturbed copies)."""
+    x = x.astype(jnp.float64)
+    if setup.backend == "arms":  # the row of the played arm (its features are a row of the arm set)
+        slot = jnp.argmin(jnp.sum((rows.x - x) ** 2, axis=1))
+        return Rows(rows.x, rows.n.at[slot].add(1.0), rows.y.at[slot].add(y), rows.count + 1)
+    slot = rows.count
+    return Rows(rows.x.at[slot].set(x), rows.n.at[slot].set(1.0), rows.y.at[slot].set(y), rows.count + 1)
+
+
+def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array) -> jax.Array:
+    """The regularised MLE on ``rows`` with response sums ``targets`` (C,), warm-started at ``theta0``."""
+    link = LINKS[setup.link]
+    active = None if setup.backend == "arms" else (rows.count, HISTORY_BLOCK)
+    if setup.solver == "newton":
+        return newton_solve(link, rows.x, rows.n, targets, params["lam"], theta0, active=active).theta
+    return gd_solve(link, rows.x, rows.n, targets, params["lam"], theta0, setup.gd_steps, params["lr"],
+                    setup.reduction, active=active)
+
+
+def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, gram: bool = False) -> Policy:
+    """A GLM policy from ``score(params, state, key, contexts) -> (K,)`` and
+    ``refit(params, state, key) -> state`` (called after every observation)."""
+
+    def init(params, key):
+        return _init_state(setup, params, targets)
+
+    def act(params, state, key, contexts, mask, t):
+        k_score, k_ties = jax.random.split(key)
+        chosen = argmax_random_ties(k_ties, score(params, state, k_score, contexts), mask)
+        return warmup_arm(state.warmup, t, chosen, mask)
+
+    def update(params, state, key, x, feedback, t):
+        k_noise, k_fit = jax.random.split(key)
+        y = feedback.reward if targets is None else perturbed_copies(params, k_noise, feedback.reward, targets)
+        state = state._replace(rows=_add(setup, state.rows, x, y))
+        if gram:
+            state = state._replace(v_inv=gram_update(state.v_inv, x.astype(jnp.float64))[0])
+        return refit(params, state, k_fit)
+
+    history = setup.backend == "history"
+    return Policy(name, init, act, update, max_horizon=setup.spec.horizon if history else None,
+                  prepare=_prepare(setup), fixed_arms=not history or setup.warmup in ("basis", "g-optimal"))
+
+
+def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
+    """(m,) perturbed rewards Y + Z^j, Z^j ~ N(0, σ_R²): one fresh draw per model, kept for ever (spec 003 §2.5)."""
+    return reward + params["sigma_r"] * normal(key, (m,))
+
+
+def _widths(state: GLMState, contexts: jax.Array) -> jax.Array:
+    return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, state.v_inv, contexts), 0.0))
+
+
+def _refit_mle(setup: Setup):
+    def refit(params, state, key):
+        return state._replace(theta=_fit(setup, params, state.rows, state.rows.y, state.theta))
+
+    return refit
+
+
+def _log_d(setup: Setup) -> tuple[int, float]:
+    """(d, log n): the dimension and the log-horizon that enter the theory parameters."""
+    return setup.spec.d, jnp.log(float(max(setup.spec.horizon, 2)))
+
+
+def kveton_c1(setup: Setup, params) -> jax.Array:
+    """c1 = σ μ̇_min⁻¹ √D(n, d), D(n, d) = d log(n/d) + 2 log n (Kveton et al. 2020, Lemma 5; spec 002 §2.6)."""
+    d, log_n = _log_d(setup)
+    return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(d * (log_n - jnp.log(float(d))) + 2.0 * log_n)
+
+
+def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
+    """GLM-UCB (Filippi, Cappé, Garivier & Szepesvári 2010): argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}, with θ̂ the
+    regularised MLE and G = λI + Σ x xᵀ; the bonus is on the mean scale (spec 002 §3.1).
+
+    ``width="theory"``: ρ = (2 k_μ κ R / c_μ) √(2 d log n) √(log(2dn/δ)), κ = √(3 + 2 log(1 + 2c_m²/λ)),
+    k_μ = μ̇_max of the link, c_μ = ``mu_dot_min``, R = ``reward_bound``, c_m the largest arm norm,
+    δ = 1/n, evaluated at t = n (a constant width; spec 002 §7.8). ``width="constant"``: ρ = ``alpha``
+    (Kveton et al. 2020's informal design uses 0.5). Deviation: the projection of θ̂ onto the admissible
+    set is skipped, as in every reference implementation (spec 002 §7.8).
+    """
+    setup = glm_setup(spec, **options)
+    link = LINKS[setup.link]
+
+    def rho(params, state):
+        if width == "constant":
+            return params["alpha"]
+        d, log_n = _log_d(setup)
+        kappa = jnp.sqrt(3.0 + 2.0 * jnp.log1p(2.0 * state.arm_norm**2 / params["lam"]))
+        lead = 2.0 * link.mu_dot_max * kappa * params["reward_bound"] / params["mu_dot_min"]
+        return lead * jnp.sqrt(2.0 * d * log_n) * jnp.sqrt(jnp.log(2.0 * d) + 2.0 * log_n)
+
+    def score(params, state, key, contexts):
+        return link.mean(contexts @ state.theta) + rho(params, state) * _widths(state, contexts)
+
+    return _policy("glm-ucb", setup, score, _refit_mle(setup), gram=True)
+
+
+def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
+    """UCB-GLM (Li, Lu & Zhou 2017): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}, the bonus on the linear-predictor scale
+    (spec 002 §3.2), V = λI + Σ x xᵀ.
+
+    ``width="theory"``: α = (σ/κ) √((d/2) log(1 + 2n/d) + log(1/δ)) with κ = ``mu_dot_min``, δ = 1/n.
+    ``width="constant"``: α = ``alpha`` (informal design: 0.5). Deviation: Li et al.'s random initial
+    phase is replaced by the warm-up shared by all methods (Kveton et al. 2020 §5.1).
+    """
+    setup = glm_setup(spec, **options)
+
+    def alpha(params):
+        if width == "constant":
+            return params["alpha"]
+        d, log_n = _log_d(setup)
+        return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(0.5 * d * jnp.log1p(2.0 * spec.horizon / d) + log_n)
+
+    def score(params, state, key, contexts):
+        return contexts @ state.theta + alpha(params) * _widths(state, contexts)
+
+    return _policy("ucb-glm", setup, score, _refit_mle(setup), gram=True)
+
+
+def _scale_a(setup: Setup, params, scale: str, fpl: bool) -> jax.Array:
+    """The perturbation scale a: ``params["a"]``, or the theory value of spec 002 §2.6
+    (TSL: c1 √μ̇_max; FPL: c1 μ̇_max)."""
+    if scale == "constant":
+        return params["a"]
+    mu_dot_max = LINKS[setup.link].mu_dot_max
+    return kveton_c1(setup, params) * (mu_dot_max if fpl else jnp.sqrt(mu_dot_max))
+
+
+def _argmax_theta(params, state, key, contexts):
+    return contexts @ state.theta
+
+
+def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
+    """GLM-TSL (Kveton et al. 2020, eqs. (4)–(5)): θ̄ = MLE, H = λI + Σ μ̇(xᵀθ̄) x xᵀ, θ̃ ~ N(θ̄, a² H⁻¹),
+    play argmax_x xᵀθ̃.
+
+    The sample is θ̄ + a L⁻ᵀ ξ with H = L Lᵀ (Cholesky) and ξ ~ N(0, I_d) fresh every round (spec 002
+    §2.2). ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
+    """
+    setup = glm_setup(spec, **options)
+    link = LINKS[setup.link]
+
+    def refit(params, state, key):
+        center = _fit(setup, params, state.rows, state.rows.y, state.center)
+        h = glm_hessian(link, center, state.rows.x, state.rows.n, params["lam"],
+                        None if setup.backend == "arms" else (state.rows.count, HISTORY_BLOCK))
+        chol = jnp.linalg.cholesky(h)
+        step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (spec.d,)), lower=False)
+        return state._replace(center=center, theta=center + _scale_a(setup, params, scale, False) * step)
+
+    return _policy("glm-tsl", setup, _argmax_theta, refit)
+
+
+def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", **options) -> Policy:
+    """GLM-FPL (Kveton et al. 2020, eq. (6)): θ̃ = argmin_θ L({(X_l, Y_l + Z_l)}; θ), Z_l ~ N(0, a²) drawn
+    afresh for every past observation in every round; play argmax_x xᵀθ̃.
+
+    With ``backend="arms"`` the t fresh noises are drawn exactly in O(K) as one aggregate per arm,
+    Ỹ_k = Y_k + a √N_k ξ_k (equal in law, Kveton et al. §3.3); with ``backend="history"`` (``glm-phe``,
+    the perturbed-history baseline of Sun, Wang & Xu's runtime comparison) each of the t stored rewards
+    gets its own fresh draw, O(t) per round. The fit is warm-started at the previous round's θ̃
+    (spec 002 §7.4). ``scale="constant"``: a = ``a`` (informal design: 0.5); ``"theory"``: a = c1 μ̇_max.
+    """
+    setup = glm_setup(spec, **options)
+
+    def refit(params, state, key):
+        rows = state.rows
+        a = _scale_a(setup, params, scale, True)
+        if setup.backend == "arms":
+            noise = jnp.sqrt(rows.n) * normal(key, rows.n.shape)
+        else:
+            noise = _history_noise(key, rows.count, setup.capacity)
+        return state._replace(theta=_fit(setup, params, rows, rows.y + a * noise, state.theta))
+
+    return _policy(name, setup, _argmax_theta, refit)
+
+
+def _history_noise(key: jax.Array, count: jax.Array, capacity: int) -> jax.Array:
+    """(capacity,) with N(0, 1) draws in the first ``count`` rows (drawn block by block up to ``count``,
+    so the sampling cost grows with t) and zeros beyond."""
+
+    def fill(i, z):
+        block = normal(jax.random.fold_in(key, i), (HISTORY_BLOCK,))
+        live = i * HISTORY_BLOCK + jnp.arange(HISTORY_BLOCK) < count
+        return jax.lax.dynamic_update_slice_in_dim(z, jnp.where(live, block, 0.0), i * HISTORY_BLOCK, 0)
+
+    return jax.lax.fori_loop(0, (count + HISTORY_BLOCK - 1) // HISTORY_BLOCK, fill, jnp.zeros((capacity,)))
+
+
+def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
+    """GLM-ES, Sun, Wang & Xu (2025) Algorithm 1 with the GLM loss (eq. 4.3) and the warm-up of
+    Algorithm 2 (spec 003 §2.3).
+
+    m models share the data; model j fits the targets Y_l + Z_l^j, where every observation (warm-up ones
+    included, U2) receives one draw Z_l^j ~ N(0, σ_R²) per model when it arrives and keeps it (incremental
+    perturbations, spec 003 §2.5): with ``backend="arms"`` only the per-arm sums R_k^j = Σ (Y_l + Z_l^j)
+    are kept (exact, spec 003 §2.3 fixed-arm fast path). After each observation all m models are
+    refitted from their previous estimates (vmapped); each round one model j_t ~ Uniform{1..m} is drawn
+    and argmax_x xᵀθ^{j_t} (= argmax μ(xᵀθ^{j_t})) is played. The anytime wrapper may restrict the draw
+    to the first ``params["m_used"]`` models.
+    """
+    setup = glm_setup(spec, **options)
+
+    def refit(params, state, key):
+        fit = jax.vmap(lambda y, th: _fit(setup, params, state.rows, y, th), in_axes=(1, 0))
+        return state._replace(theta=fit(state.rows.y, state.theta))
+
+    def act(params, state, key, contexts, mask, t):
+        words = jax.random.bits(key, (2,), jnp.uint32)
+        m_used = params["m_used"].astype(jnp.uint32) if "m_used" in params else m
+        j = words[0] % m_used  # j_t ~ Uniform{0..m_used−1} (modulo bias ≤ m/2³², negligible)
+        chosen = argmax_tie_word(words[1], contexts @ state.theta[j], mask)
+        return warmup_arm(state.warmup, t, chosen, mask)
+
+    return _policy("glm-es", setup, _argmax_theta, refit, targets=m)._replace(act=act)

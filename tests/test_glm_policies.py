@@ -1,0 +1,315 @@
+"""GLM bandit policies: decisions against float64 references, sampler laws, theory parameters, warm-ups.
+
+Spec 002 §6.1 items 4–11 and spec 003 §6.1 items 1, 5, 9. Policies are stepped by hand (jitted
+``prepare``/``act``/``update``) on one fixed logistic instance with Bernoulli rewards from NumPy; the
+reference (``tests/reference_glm.py``) refits from scratch every round and receives the policy's own random
+draws, reproduced from the round keys exactly as the policy draws them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import nlbandit as nb
+import reference_glm as ref
+from nlbandit import theory
+from nlbandit.core.keys import normal
+
+D, K, T = 4, 20, 60
+LAM = 0.7
+_rng = np.random.default_rng(7)
+ARMS = _rng.uniform(-1, 1, (K, D))
+THETA_STAR = _rng.normal(0, 1.2, D)
+UNIFORMS = _rng.uniform(size=T)
+INIT_KEY = jax.random.key(11)
+ACT_KEYS = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(12), jnp.arange(1, T + 1))
+UPDATE_KEYS = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(13), jnp.arange(1, T + 1))
+
+
+class Run(NamedTuple):
+    """A stepped trajectory: the policy's arms, played features, rewards and final state."""
+
+    arms: np.ndarray
+    X: np.ndarray
+    y: np.ndarray
+    state: Any
+    params: dict[str, jax.Array]
+
+
+@functools.cache
+def step_policy(name: str, horizon: int = T, **hypers: Any) -> Run:
+    """Run the policy ``name`` for ``horizon`` rounds on the fixed instance (Bernoulli rewards)."""
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, horizon), **hypers)
+    act, update = jax.jit(policy.act), jax.jit(policy.update)
+    contexts, mask = jnp.asarray(ARMS), jnp.ones((K,), bool)
+    state = policy.init(params, INIT_KEY)
+    state = jax.jit(policy.prepare)(params, state, jax.random.key(14), contexts, mask)
+    arms, X, y = np.zeros(horizon, np.int64), np.zeros((horizon, D)), np.zeros(horizon)
+    for t in range(1, horizon + 1):
+        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t)))
+        arms[t - 1], X[t - 1] = arm, ARMS[arm]
+        y[t - 1] = float(UNIFORMS[t - 1] < expit(ARMS[arm] @ THETA_STAR))
+        state = update(params, state, UPDATE_KEYS[t - 1], contexts[arm], nb.Feedback(jnp.asarray(y[t - 1])),
+                       jnp.asarray(t))
+    return Run(arms, X, y, jax.device_get(state), params)
+
+
+def _fit_key(t: int) -> jax.Array:
+    """The key the policy's update of round t uses for its fit randomness (second half of a split)."""
+    return jax.random.split(UPDATE_KEYS[t - 1])[1]
+
+
+def _noise_key(t: int) -> jax.Array:
+    return jax.random.split(UPDATE_KEYS[t - 1])[0]
+
+
+def _reference_arms(name: str, run: Run, choose) -> np.ndarray:
+    """Reference decisions for the rounds after the d-round basis warm-up."""
+    return np.array([choose(t, run.X[: t - 1], run.y[: t - 1]) for t in range(D + 1, T + 1)])
+
+
+CHOOSERS = {
+    "glm-ucb": lambda run: lambda t, X, y: ref.glm_ucb_choice(ARMS, X, y, LAM, 0.3),
+    "ucb-glm": lambda run: lambda t, X, y: ref.ucb_glm_choice(ARMS, X, y, LAM, 0.3),
+    "glm-tsl": lambda run: lambda t, X, y: ref.glm_tsl_choice(ARMS, X, y, LAM, 0.8, np.asarray(normal(_fit_key(t - 1), (D,)))),
+}
+HYPERS = {"glm-ucb": dict(alpha=0.3), "ucb-glm": dict(alpha=0.3), "glm-tsl": dict(a=0.8)}
+
+
+@pytest.mark.parametrize("name", list(CHOOSERS))
+def test_decisions_match_reference(name):
+    run = step_policy(name, lam=LAM, **HYPERS[name])
+    assert sorted(run.arms[:D]) == sorted(set(run.arms[:D])), "the warm-up pulls d distinct basis arms"
+    expected = _reference_arms(name, run, CHOOSERS[name](run))
+    np.testing.assert_array_equal(run.arms[D:], expected)
+    assert np.unique(run.arms[D:]).size >= 2
+
+
+def test_fpl_decisions_match_reference_with_aggregated_noise():
+    """Per-arm noise a√N_k ξ_k equals per-row noise a ξ_k/√N_k on each of arm k's N_k rows."""
+    run = step_policy("glm-fpl", lam=LAM, a=0.6)
+    choices = []
+    for t in range(D + 1, T + 1):
+        X, y, pulled = run.X[: t - 1], run.y[: t - 1], run.arms[: t - 1]
+        counts = np.bincount(pulled, minlength=K).astype(float)
+        xi = np.asarray(normal(_fit_key(t - 1), (K,)))
+        per_row = xi[pulled] / np.sqrt(counts[pulled])
+        choices.append(ref.glm_fpl_choice(ARMS, X, y, LAM, 0.6, per_row))
+    np.testing.assert_array_equal(run.arms[D:], choices)
+
+
+def test_phe_decisions_match_reference_with_per_row_noise():
+    run = step_policy("glm-phe", lam=LAM, a=0.6)
+    choices = []
+    for t in range(D + 1, T + 1):
+        noise = np.asarray(normal(jax.random.fold_in(_fit_key(t - 1), 0), (128,)))[: t - 1]
+        choices.append(ref.glm_fpl_choice(ARMS, run.X[: t - 1], run.y[: t - 1], LAM, 0.6, noise))
+    np.testing.assert_array_equal(run.arms[D:], choices)
+
+
+def test_glm_es_matches_reference_gd_and_keeps_its_perturbations():
+    """GLM-ES with GD: a NumPy re-implementation on per-arm perturbed sums R_k^j gives the same decisions
+    and the same m estimates; R equals Σ over each arm's pulls of (Y_l + Z_l^j) with the stored draws."""
+    m, sigma_r = 5, 0.3
+    run = step_policy("glm-es", m=m, sigma_r=sigma_r, lam=LAM, warmup="basis", lr=0.05)
+    Z = np.array([np.asarray(sigma_r * normal(_noise_key(t), (m,))) for t in range(1, T + 1)])
+    words = np.asarray(jax.vmap(lambda k: jax.random.bits(k, (2,), jnp.uint32))(ACT_KEYS))
+    counts, sums, thetas = np.zeros(K), np.zeros((K, m)), np.zeros((m, D))
+    for t in range(1, T + 1):
+        if t > D:
+            j = int(words[t - 1, 0] % m)
+            assert run.arms[t - 1] == int(np.argmax(ARMS @ thetas[j])), f"round {t}"
+        k = run.arms[t - 1]
+        counts[k] += 1
+        sums[k] += run.y[t - 1] + Z[t - 1]
+        for _ in range(100):  # mean-normalised GD, warm start (spec 003 §2.3)
+            grad = (ARMS.T @ (counts[:, None] * expit(ARMS @ thetas.T) - sums)).T + LAM * thetas
+            thetas = thetas - 0.05 * grad / counts.sum()
+    np.testing.assert_allclose(np.asarray(run.state.rows.y), sums, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(run.state.theta), thetas, rtol=1e-9, atol=1e-12)
+
+
+def _samples(name: str, n: int, history: str | None = None, **hypers):
+    """``n`` draws of the θ̃ that the policy would act on next, after the policy's own trajectory (or that
+    of the policy ``history`` with the same hyperparameters): see :func:`_samples_after`."""
+    run = step_policy(history or name, **hypers)
+    thetas, draws = _samples_after(name, run.X, run.y, n, **hypers)
+    return thetas, draws, run
+
+
+def _samples_after(name: str, X: np.ndarray, y: np.ndarray, n: int, **hypers):
+    """Feed the history (X, y) to the policy, replaying the last update with ``n`` different keys: the
+    ``n`` draws of the estimate it would act on next, and the vmapped states."""
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, max(T, len(y))), **hypers)
+    state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(14), jnp.asarray(ARMS),
+                                    jnp.ones((K,), bool))
+    update = jax.jit(policy.update)
+    for t in range(1, len(y)):
+        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(X[t - 1]), nb.Feedback(jnp.asarray(y[t - 1])),
+                       jnp.asarray(t))
+    keys = jax.random.split(jax.random.key(99), n)
+    last = nb.Feedback(jnp.asarray(y[-1]))
+    draws = jax.jit(jax.vmap(lambda k: update(params, state, k, jnp.asarray(X[-1]), last, jnp.asarray(len(y)))))(keys)
+    return np.asarray(draws.theta), draws
+
+
+def test_tsl_sampler_moments_and_anticoncentration():
+    """Spec 002 §6.1 items 4–5: mean θ̄ within 3 SE, covariance a² H⁻¹ within 5%, and
+    P(xᵀ(θ̃ − θ̄) ≥ a‖x‖_{H⁻¹}) ∈ [0.150, 0.167] (= P(N(0,1) ≥ 1) = 0.1587)."""
+    a = 0.8
+    thetas, draws, run = _samples("glm-tsl", 50_000, lam=LAM, a=a)
+    center = ref.logistic_mle(run.X, run.y, LAM)
+    np.testing.assert_allclose(np.asarray(draws.center[0]), center, atol=1e-7)
+    cov = a**2 * np.linalg.inv(ref.logistic_hessian(run.X, center, LAM))
+    se = np.sqrt(np.diag(cov) / len(thetas))
+    assert np.all(np.abs(thetas.mean(0) - center) <= 3 * se + 1e-12)
+    rel = np.linalg.norm(np.cov(thetas.T) - cov) / np.linalg.norm(cov)
+    assert rel < 0.05, rel
+    x = ARMS[0]
+    hit = np.mean((thetas - center) @ x >= a * np.sqrt(x @ (cov / a**2) @ x))
+    assert 0.150 <= hit <= 0.167, hit
+
+
+def test_fpl_aggregated_noise_has_the_law_of_per_observation_noise():
+    """Spec 002 §6.1 item 6: GLM-FPL (per-arm a√N_k ξ_k) and GLM-PHE (one draw per observation) give θ̃
+    with means within 3 SE and covariances within 10% (5,000 draws each), on a history of 10 pulls per
+    arm. (With one or two pulls on some arms θ̃ is heavy-tailed and 5,000 draws do not pin its
+    covariance to 10%, for either sampler.)"""
+    X = np.tile(ARMS, (10, 1))
+    y = (np.random.default_rng(5).uniform(size=len(X)) < expit(X @ THETA_STAR)).astype(float)
+    agg, _ = _samples_after("glm-fpl", X, y, 5000, lam=LAM, a=0.6)
+    per, _ = _samples_after("glm-phe", X, y, 5000, lam=LAM, a=0.6)
+    se = np.sqrt((agg.var(0) + per.var(0)) / 5000)
+    assert np.all(np.abs(agg.mean(0) - per.mean(0)) <= 3 * se)
+    cov_a, cov_p = np.cov(agg.T), np.cov(per.T)
+    assert np.linalg.norm(cov_a - cov_p) / np.linalg.norm(cov_p) < 0.10
+
+
+def test_identity_link_fpl_equals_tsl_in_law():
+    """Spec 002 §6.1 item 7: identity link, λ → 0: FPL draws have mean θ̄ and covariance a² G⁻¹, like TSL."""
+    a, lam = 0.5, 1e-8
+    fpl, _, run = _samples("glm-fpl", 20_000, link="identity", lam=lam, a=a)
+    tsl, _, _ = _samples("glm-tsl", 20_000, history="glm-fpl", link="identity", lam=lam, a=a)
+    gram = run.X.T @ run.X + lam * np.eye(D)
+    center = np.linalg.solve(gram, run.X.T @ run.y)
+    cov = a**2 * np.linalg.inv(gram)
+    for draws in (fpl, tsl):
+        se = np.sqrt(np.diag(cov) / len(draws))
+        assert np.all(np.abs(draws.mean(0) - center) <= 3.5 * se)
+        assert np.linalg.norm(np.cov(draws.T) - cov) / np.linalg.norm(cov) < 0.05
+
+
+def test_theory_parameters_match_the_theory_module():
+    """Spec 002 §6.1 item 9: a policy with ``scale/width = 'theory'`` decides exactly like the same policy
+    given the constant from :mod:`nlbandit.theory` (which reproduces the spec's §2.6 table)."""
+    th = theory.kveton_theory(0.5, 0.25, 0.25, T, K, D, c_m=float(np.linalg.norm(ARMS, axis=1).max()), lambda0=LAM)
+    pairs = [
+        ("glm-tsl", dict(scale="theory"), dict(a=th.a_tsl)),
+        ("glm-fpl", dict(scale="theory"), dict(a=th.a_fpl)),
+        ("ucb-glm", dict(width="theory"), dict(alpha=th.ucb_glm_alpha)),
+        ("glm-ucb", dict(width="theory"), dict(alpha=th.glm_ucb_rho)),
+    ]
+    for name, theory_hp, constant_hp in pairs:
+        a = step_policy(name, lam=LAM, **theory_hp)
+        b = step_policy(name, lam=LAM, **constant_hp)
+        np.testing.assert_array_equal(a.arms, b.arms, err_msg=name)
+        np.testing.assert_allclose(np.asarray(a.state.theta), np.asarray(b.state.theta), rtol=1e-9, err_msg=name)
+
+
+def test_basis_warmup_uses_features_only():
+    """Spec 002 §6.1 item 10: the basis warm-up pulls d independent arms ``basis_pulls`` times each, reaching
+    λ_min(G_τ) ≥ pulls·λ_min(M), whatever the rewards (a second reward stream gives the same pulls)."""
+    pulls = 3
+    run = step_policy("glm-tsl", basis_pulls=pulls)
+    tau = D * pulls
+    basis = np.unique(run.arms[:tau])
+    assert basis.size == D and np.linalg.matrix_rank(ARMS[basis]) == D
+    assert np.all(np.bincount(run.arms[:tau], minlength=K)[basis] == pulls)
+    m_basis = ARMS[basis].T @ ARMS[basis]
+    assert np.linalg.eigvalsh(run.X[:tau].T @ run.X[:tau]).min() >= pulls * np.linalg.eigvalsh(m_basis).min() - 1e-9
+    policy, params = nb.make_policy("glm-tsl", nb.ProblemSpec(D, K, T), basis_pulls=pulls)
+    state = policy.prepare(params, policy.init(params, INIT_KEY), jax.random.key(0), jnp.asarray(ARMS),
+                           jnp.ones((K,), bool))
+    np.testing.assert_array_equal(np.asarray(state.warmup.plan[:tau]), run.arms[:tau])  # planned before any reward
+
+
+def test_g_optimal_warmup_follows_the_rounded_design():
+    from nlbandit.models.design import g_optimal_design, round_design
+
+    policy, params = nb.make_policy("glm-es", nb.ProblemSpec(D, K, 1000), warmup_rounds=100)
+    state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(0), jnp.asarray(ARMS),
+                                    jnp.ones((K,), bool))
+    counts = np.asarray(round_design(g_optimal_design(jnp.asarray(ARMS)).weights, 100, D))
+    length = int(state.warmup.length)
+    assert length == counts.sum() >= 100
+    np.testing.assert_array_equal(np.bincount(np.asarray(state.warmup.plan[:length]), minlength=K), counts)
+
+
+def test_anytime_restarts_exactly_at_the_epoch_ends_with_fresh_state():
+    """Spec 003 §6.1 item 9: the state is reset at t = T_i + 1 (empty data, new warm-up, m_i models)."""
+    horizon, t0, b = 400, 20, 2.0
+    policy, params = nb.make_policy("glm-es@anytime", nb.ProblemSpec(D, K, horizon), t0=t0, b=b,
+                                    schedule="sun2025", warmup="round-robin", warmup_rounds=5, lr=0.05)
+    state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(0), jnp.asarray(ARMS),
+                                    jnp.ones((K,), bool))
+    act, update = jax.jit(policy.act), jax.jit(policy.update)
+    ends = [e.end for e in theory.doubling_schedule(t0, b, horizon)]
+    counts, arms = [], []
+    for t in range(1, horizon + 1):
+        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t)))
+        arms.append(arm)
+        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS[arm]), nb.Feedback(jnp.asarray(1.0)),
+                       jnp.asarray(t))
+        counts.append(int(state.base.rows.count))
+    starts = [0] + ends[:-1]
+    for start, end in zip(starts, ends):
+        assert counts[end - 1] == (0 if end < horizon else horizon - start)  # emptied right after T_i
+        assert counts[start] == 1 or start == 0
+        assert arms[start:start + 5] == [0, 1, 2, 3, 4]  # the round-robin warm-up restarts
+    assert int(state.epoch) == len(ends) - 1
+    m_used = [theory.epoch_models(e.planned) for e in theory.doubling_schedule(t0, b, horizon)]
+    assert state.base.theta.shape[0] == max(m_used)
+
+
+def test_determinism_and_common_instances():
+    """Spec 002 §6.1 item 11: same seed → identical arms; two policies face the same instances."""
+    env = nb.make_env("logistic", d=3, k=8)
+    spec = nb.ProblemSpec(3, 8, 200)
+    pol, params = nb.make_policy("glm-tsl", spec)
+    a = nb.simulate(env, pol, params, 200, [3, 4])
+    b = nb.simulate(env, pol, params, 200, [3, 4])
+    np.testing.assert_array_equal(a.arms, b.arms)
+    other, other_params = nb.make_policy("glm-fpl", spec)
+    c = nb.simulate(env, other, other_params, 200, [3, 4])
+    assert not np.array_equal(a.arms, c.arms)
+    # the basis warm-up depends only on the instance's arms, so both policies start identically
+    np.testing.assert_array_equal(a.arms[:, :3], c.arms[:, :3])
+
+
+@pytest.mark.parametrize("name", ["glm-tsl", "glm-fpl"])
+def test_informal_tsl_fpl_are_sublinear(name):
+    """Statistical smoke test (fixed seeds): informal GLM-TSL/FPL on a K = 20, d = 4 logistic bandit: the
+    second half of T = 3000 rounds adds less than 0.5 × the first half's regret."""
+    env = nb.make_env("logistic", d=4, k=20, arms="box", theta="gaussian", theta_var="3/d")
+    pol, params = nb.make_policy(name, nb.ProblemSpec(4, 20, 3000))
+    res = nb.simulate(env, pol, params, 3000, range(6), chunk_size=3000)
+    half = res.cum_regret[:, np.searchsorted(res.rounds, 1500)].mean()
+    assert res.final_regret.mean() - half < 0.5 * half
+
+
+def test_glm_es_beats_uniform():
+    """Spec 003 §6.2 item 2: GLM-ES ≤ 0.25 × uniform on K = 10, d = 5, ‖θ*‖ = 3, T = 3000, τ = 100 round-robin."""
+    env = nb.make_env("logistic", d=5, k=10, theta_norm=3.0, reward="gaussian", noise_std=0.5)
+    spec = nb.ProblemSpec(5, 10, 3000)
+    pol, params = nb.make_policy("glm-es", spec, warmup="round-robin", warmup_rounds=100)
+    es = nb.simulate(env, pol, params, 3000, range(5), chunk_size=3000)
+    uni, uparams = nb.make_policy("uniform", spec)
+    base = nb.simulate(env, uni, uparams, 3000, range(5), chunk_size=3000)
+    assert es.final_regret.mean() <= 0.25 * base.final_regret.mean()
