@@ -1,5 +1,6 @@
 """Bad experiment files fail before any computation, with one message naming the field."""
 
+import re
 import textwrap
 
 import pytest
@@ -88,3 +89,50 @@ def test_python_api_validates_too():
         nb.make_policy("lin-ucb", nb.ProblemSpec(2, 2, 10), lam=0.0)
     with pytest.raises(ConfigError, match="field 'name' must be one of"):
         nb.make_policy("lin-ucbb", nb.ProblemSpec(2, 2, 10))
+
+
+GLM = """
+horizon = 100
+seeds = 2
+
+[env]
+name = "logistic"
+d = 3
+k = 4
+
+[[policies]]
+label = "TSL"
+name = "glm-tsl"
+"""
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    # a link whose range excludes the rewards (Gaussian noise on a logistic mean), unless allowed explicitly
+    ('k = 4', 'k = 4\nreward = "gaussian"', "gives rewards in [-inf, inf] but link 'logistic' models rewards in [0, 1]"),
+    ('name = "glm-tsl"', 'name = "glm-tsl"\nlink = "poisson"\nscale = "theory"', "theory widths need a link with bounded"),
+    # a singular design without regularisation
+    ('name = "glm-tsl"', 'name = "glm-tsl"\nlam = 0.0', "field 'lam' is 0: the design matrix"),
+    # exploration longer than the horizon
+    ('name = "glm-tsl"', 'name = "glm-tsl"\nwarmup = "round-robin"\nwarmup_rounds = 101', "lasts at least 101 rounds"),
+    ('name = "glm-tsl"', 'name = "glm-es"\nwarmup_rounds = 200', "lasts at least 200 rounds"),
+    ('name = "glm-tsl"', 'name = "glm-tsl"\nwarmup = "g-optimal"', "field 'warmup_rounds' must be >= 1"),
+    # per-arm statistics on an environment with fresh arms
+    ('k = 4', 'k = 4\ncontexts = "fresh"', "needs a fixed arm set"),
+    ('name = "glm-tsl"', 'name = "glm-es@anytime"\nt0 = 1\nb = 1.5', "must satisfy t0·(b − 1) >= 1"),
+    ('name = "glm-tsl"', 'name = "glm-ucb@anytime"\nschedule = "sun2025"', "needs an ensemble policy"),
+    ('name = "glm-tsl"', 'name = "ada-ofu-ecolog"', None),
+    ('k = 4', 'k = 4\nreward = "gaussian"\n[[policies]]\nlabel = "E"\nname = "ada-ofu-ecolog"', "policy 'ada-ofu-ecolog' models rewards in [0, 1]"),
+])
+def test_glm_cross_checks(tmp_path, old, new, expected):
+    text = GLM.replace(old, new, 1)
+    if expected is None:  # the control: a valid variant loads
+        load_experiment(write(tmp_path, text))
+        return
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_experiment(write(tmp_path, text))
+
+
+def test_rewards_outside_link_can_be_allowed(tmp_path):
+    text = GLM.replace('k = 4', 'k = 4\nreward = "gaussian"').replace('name = "glm-tsl"', 'name = "glm-tsl"\nrewards_outside_link = true')
+    exp = load_experiment(write(tmp_path, text))
+    assert exp.runs[0].policy["rewards_outside_link"] is True

@@ -146,3 +146,24 @@ def test_claim_statistics_match_numpy(tiny, tmp_path):
     assert values["std('ES')"] == pytest.approx(final.std(ddof=1), rel=1e-12)
     assert values["increment('ES', 150, T, stat='median')"] == pytest.approx(np.median(final - es.cum_regret[:, mid]))
     assert values["regret('ES', t=150, stat='median')"] == pytest.approx(np.median(es.cum_regret[:, mid]))
+
+
+def test_growth_stuck_se_runtime_match_numpy(tiny, tmp_path):
+    # growth (ρ_late of the mean curve), stuck (per-seed ρ_late > threshold), se, runtime, sqrt and **.
+    from nlbandit.report.build import check_claims, load_rows
+
+    exp = load_experiment(tiny, "quick")
+    with Store(tmp_path / "s.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        rows = load_rows(exp, store)
+    row = next(r for r in rows if r.run.label == "ES")
+    es = row.stored
+    half = es.cum_regret[:, np.searchsorted(es.rounds, exp.horizon / 2, side="right") - 1]
+    final = es.cum_regret[:, -1]
+    exp.claims[:] = [type(exp.claims[0])("x", "", "growth('ES') + stuck('ES', threshold=0.3) + se('ES') + "
+                                        "runtime('ES') + sqrt(4) ** 2 > 0", "pass")]
+    values = dict(check_claims(exp, rows)[0].values)
+    assert values["growth('ES')"] == pytest.approx((final.mean() - half.mean()) / half.mean(), rel=1e-12)
+    assert values["stuck('ES', threshold=0.3)"] == pytest.approx(np.mean(final - half > 0.3 * half))
+    assert values["se('ES')"] == pytest.approx(final.std(ddof=1) / np.sqrt(final.size), rel=1e-12)
+    assert values["runtime('ES')"] == pytest.approx(row.us_per_seed_round(), rel=1e-12)

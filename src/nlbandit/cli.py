@@ -79,13 +79,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from nlbandit.experiments.runner import run_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
-    from nlbandit.store import Store
+    from nlbandit.store import Store, StoreBusyError
 
     out = args.out or Path("reports") / exp.paper
     command = f"nlbandit report {args.file} --scale {args.scale}" + (
         f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
     log = (lambda msg: print(msg, file=sys.stderr))
-    with Store(args.db) as store:
+    try:
+        store = Store(args.db)
+    except StoreBusyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    with store:
         run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
         rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command)

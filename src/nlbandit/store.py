@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
+class StoreBusyError(RuntimeError):
+    """The results database is locked by another process."""
+
+
 @dataclass
 class StoredRun:
     """A finished run read back from the store.
@@ -66,7 +70,13 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(self.path))
+        try:
+            self.con = duckdb.connect(str(self.path))
+        except duckdb.IOException as e:
+            if "lock" not in str(e).lower():
+                raise
+            raise StoreBusyError(f"results database {self.path} is in use by another process (one writer at a time; "
+                                 f"wait for it or pass another --db): {e}") from None
         self.con.execute(_SCHEMA)
 
     def close(self) -> None:

@@ -55,11 +55,11 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
 def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
     """Evaluate every claim of ``exp`` on the stored results."""
     select = run_selector(exp)
-    by_id = {row.run.run_id: row.stored for row in rows}
+    by_id = {row.run.run_id: row for row in rows}
 
     def curves(label: str, case: dict[str, Any]):
-        s = by_id[select(label, case).run_id]
-        return s.rounds, s.cum_regret
+        row = by_id[select(label, case).run_id]
+        return row.stored.rounds, row.stored.cum_regret, row.us_per_seed_round()
 
     out = []
     for c in exp.claims:

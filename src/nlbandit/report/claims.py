@@ -12,7 +12,9 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   curve (≈ 1 for linear regret, ≈ 0.41 for √T growth; spec 002 §6.2);
 * ``stuck(label, threshold=0.8, **case)``: the fraction of seeds whose own ρ_late exceeds ``threshold``
   (instances whose regret still grows linearly);
-* ``min``, ``max``, ``abs``; numbers; ``T`` (the horizon); ``+ - * /``; comparisons; ``and``/``or``/``not``.
+* ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded; runs
+  simulated side by side in one grid share their batch's time equally);
+* ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
 ``regret('Lin-ES') <= 1.5 * min(regret('Lin-TS'), regret('Lin-UCB'))``.
@@ -21,6 +23,7 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -29,10 +32,22 @@ import numpy as np
 
 from nlbandit.core.hyper import ConfigError
 
-Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray]]
-"""``curves(label, case) -> (rounds (P,), cum_regret (S, P))``."""
+Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, float]]
+"""``curves(label, case) -> (rounds (P,), cum_regret (S, P), run time in µs per seed-round)``."""
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+def _divide(a: float, b: float) -> float:
+    """a / b in IEEE arithmetic (x/0 = ±inf, 0/0 = nan) rather than an exception."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
+def _sqrt(x: float) -> float:
+    """√x, nan for x < 0."""
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _divide,
+           ast.Pow: lambda a, b: float(a) ** float(b)}  # floats: overflows raise instead of growing without bound
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
@@ -81,11 +96,15 @@ class _Evaluator:
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
-        if name in ("min", "max", "abs") and not kwargs and args:
-            return {"min": min, "max": max, "abs": abs}[name](*args)
+        if name in ("min", "max", "abs", "sqrt") and not kwargs and args:
+            return {"min": min, "max": max, "abs": abs, "sqrt": _sqrt}[name](*args)
+        if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
+            value = float(self.curves(args[0], kwargs)[2])
+            self.trace.append((ast.unparse(node), value))
+            return value
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
             threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
-            rounds, cum = self.curves(args[0], kwargs)
+            rounds, cum, _ = self.curves(args[0], kwargs)
             half, end = _at(rounds, cum, self.horizon / 2), cum[:, -1]
             if name == "growth":
                 value = float((end.mean() - half.mean()) / max(half.mean(), 1e-300))
@@ -107,7 +126,7 @@ class _Evaluator:
                 if len(args) != 1:
                     raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional argument")
                 t0, t1 = None, kwargs.pop("t", None)
-            rounds, cum = self.curves(label, kwargs)
+            rounds, cum, _ = self.curves(label, kwargs)
             end = _at(rounds, cum, t1)
             if name == "increment":
                 value = float(average(end - _at(rounds, cum, t0)))
@@ -120,7 +139,7 @@ class _Evaluator:
             return value
         raise ConfigError(
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), se(label), "
-            "increment(label, t0, t1), growth(label), stuck(label), min, max, abs"
+            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), min, max, abs, sqrt"
         )
 
 
@@ -144,7 +163,7 @@ class ClaimResult:
 def evaluate_claim(check: str, curves: Curves, horizon: int) -> tuple[bool, list[tuple[str, float]]]:
     """Evaluate ``check``; return its truth and the values of every regret/std/increment call."""
     try:
-        tree = ast.parse(check, mode="eval")
+        tree = ast.parse(" ".join(check.splitlines()), mode="eval")  # a claim may span several lines
     except SyntaxError as e:
         raise ConfigError(f"claim {check!r} is not a valid expression: {e.msg}") from None
     ev = _Evaluator(curves, horizon)
@@ -173,7 +192,7 @@ def validate_claim(check: str, exp, where: str) -> None:
 
     def fake(label, case):
         select(label, case)
-        return np.array([exp.horizon]), np.zeros((2, 1))
+        return np.array([exp.horizon]), np.ones((2, 1)), 1.0
 
     try:
         evaluate_claim(check, fake, exp.horizon)
