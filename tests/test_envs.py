@@ -73,3 +73,16 @@ def test_linear_rewards_are_mean_plus_gaussian_noise():
     pulls = np.asarray(jax.vmap(lambda t: env.pull(state, round_key(keys.env_pull, t), t, ctx, 0).reward)(
         np.arange(1, 20001)))
     assert abs(pulls.mean() - 0.6) < 4 * 0.3 / np.sqrt(20000) and abs(pulls.std() - 0.3) < 0.01
+
+
+def test_kveton_instances():
+    """Kveton et al. (2020) §5.1: arms uniform on [−1, 1]^d, θ* ~ N(0, v I) with v = 3/d² or 3/d."""
+    box = instance(nb.make_env("logistic", d=5, k=400, arms="box"))
+    assert np.abs(box.arms).max() <= 1 and np.abs(box.arms).max() > 0.99
+    assert abs(box.arms.var() - 1 / 3) < 0.02
+    for var, v in (("3/d^2", 3 / 25), ("3/d", 3 / 5)):
+        env = nb.make_env("logistic", d=5, k=2, theta="gaussian", theta_var=var)
+        thetas = np.array([instance(env, s).theta for s in range(400)])
+        assert abs(thetas.var() / v - 1) < 0.1
+    with pytest.raises(ValueError, match="theta_var"):  # ConfigError is a ValueError
+        nb.make_env("logistic", d=5, k=2, theta_var="3/d")
