@@ -138,3 +138,12 @@ def lines_choice(contexts: np.ndarray, X: np.ndarray, y: np.ndarray, Z: np.ndarr
                  j: int, u: int | None = None) -> int:
     """Lin-ES decision: argmax_x xᵀθ_j for the drawn model ``j`` (see :func:`lines_thetas`)."""
     return argmax_ties(contexts @ lines_thetas(X, y, Z, prior, lam)[:, j], u)
+
+
+def assert_same_decisions(arms: np.ndarray, ref_arms: np.ndarray, what: str) -> None:
+    """Every decision of a policy equals the reference's; the message names the first difference."""
+    mismatch = np.flatnonzero(np.asarray(arms) != np.asarray(ref_arms))
+    assert mismatch.size == 0, (
+        f"{what}: {mismatch.size} of {len(arms)} decisions differ, first in round {mismatch[0] + 1}: "
+        f"policy {arms[mismatch[0]]}, reference {ref_arms[mismatch[0]]}"
+    )

@@ -70,15 +70,15 @@ def _noise_key(t: int) -> jax.Array:
     return jax.random.split(UPDATE_KEYS[t - 1])[0]
 
 
-def _reference_arms(name: str, run: Run, choose) -> np.ndarray:
-    """Reference decisions for the rounds after the d-round basis warm-up."""
+def _reference_arms(run: Run, choose) -> np.ndarray:
+    """Reference decisions ``choose(t, X, y)`` for the rounds after the d-round basis warm-up."""
     return np.array([choose(t, run.X[: t - 1], run.y[: t - 1]) for t in range(D + 1, T + 1)])
 
 
-CHOOSERS = {
-    "glm-ucb": lambda run: lambda t, X, y: ref.glm_ucb_choice(ARMS, X, y, LAM, 0.3),
-    "ucb-glm": lambda run: lambda t, X, y: ref.ucb_glm_choice(ARMS, X, y, LAM, 0.3),
-    "glm-tsl": lambda run: lambda t, X, y: ref.glm_tsl_choice(ARMS, X, y, LAM, 0.8, np.asarray(normal(_fit_key(t - 1), (D,)))),
+CHOOSERS = {  # the θ̃ acted on in round t is drawn by the update of round t − 1
+    "glm-ucb": lambda t, X, y: ref.glm_ucb_choice(ARMS, X, y, LAM, 0.3),
+    "ucb-glm": lambda t, X, y: ref.ucb_glm_choice(ARMS, X, y, LAM, 0.3),
+    "glm-tsl": lambda t, X, y: ref.glm_tsl_choice(ARMS, X, y, LAM, 0.8, np.asarray(normal(_fit_key(t - 1), (D,)))),
 }
 HYPERS = {"glm-ucb": dict(alpha=0.3), "ucb-glm": dict(alpha=0.3), "glm-tsl": dict(a=0.8)}
 
@@ -87,7 +87,7 @@ HYPERS = {"glm-ucb": dict(alpha=0.3), "ucb-glm": dict(alpha=0.3), "glm-tsl": dic
 def test_decisions_match_reference(name):
     run = step_policy(name, lam=LAM, **HYPERS[name])
     assert sorted(run.arms[:D]) == sorted(set(run.arms[:D])), "the warm-up pulls d distinct basis arms"
-    expected = _reference_arms(name, run, CHOOSERS[name](run))
+    expected = _reference_arms(run, CHOOSERS[name])
     np.testing.assert_array_equal(run.arms[D:], expected)
     assert np.unique(run.arms[D:]).size >= 2
 
@@ -225,7 +225,7 @@ def test_theory_parameters_match_the_theory_module():
 
 def test_basis_warmup_uses_features_only():
     """Spec 002 §6.1 item 10: the basis warm-up pulls d independent arms ``basis_pulls`` times each, reaching
-    λ_min(G_τ) ≥ pulls·λ_min(M), whatever the rewards (a second reward stream gives the same pulls)."""
+    λ_min(G_τ) ≥ pulls·λ_min(M), and its plan is fixed by ``prepare`` before any reward exists."""
     pulls = 3
     run = step_policy("glm-tsl", basis_pulls=pulls)
     tau = D * pulls
@@ -271,7 +271,7 @@ def test_anytime_restarts_exactly_at_the_epoch_ends_with_fresh_state():
     starts = [0] + ends[:-1]
     for start, end in zip(starts, ends):
         assert counts[end - 1] == (0 if end < horizon else horizon - start)  # emptied right after T_i
-        assert counts[start] == 1 or start == 0
+        assert counts[start] == 1  # the first round of every epoch starts from empty data
         assert arms[start:start + 5] == [0, 1, 2, 3, 4]  # the round-robin warm-up restarts
     assert int(state.epoch) == len(ends) - 1
     m_used = [theory.epoch_models(e.planned) for e in theory.doubling_schedule(t0, b, horizon)]

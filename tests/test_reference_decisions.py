@@ -147,11 +147,7 @@ def run_case(case_id: str) -> Run:
 @pytest.mark.parametrize("case_id", list(CASES))
 def test_decisions_match_reference(case_id):
     run = run_case(case_id)
-    mismatch = np.flatnonzero(run.arms != run.ref_arms)
-    assert mismatch.size == 0, (
-        f"{case_id}: {mismatch.size} of {T} decisions differ, first in round {mismatch[0] + 1}: "
-        f"policy {run.arms[mismatch[0]]}, reference {run.ref_arms[mismatch[0]]}"
-    )
+    ref.assert_same_decisions(run.arms, run.ref_arms, case_id)
     # The comparison is informative only if the trajectory is not one arm throughout.
     assert np.unique(run.arms).size >= 3
 

@@ -160,7 +160,7 @@ def round_design(weights: jax.Array, tau: int, d: int, a: float = 0.5,
     """
     k = weights.shape[0]
     live = weights > _NEGLIGIBLE_WEIGHT
-    live_weights = jnp.where(live, weights, 1.0)  # placeholder for the ignored arms, never selected
+    live_weights = jnp.where(live, weights, 1.0)  # any positive value: ignored arms are masked out below
     counts = jnp.where(live, jnp.ceil(jnp.maximum(tau - k / 2, 0.0) * weights), 0.0).astype(jnp.int32)
 
     def cond(counts):

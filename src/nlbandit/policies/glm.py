@@ -186,14 +186,14 @@ def _refit_mle(setup: Setup):
     return refit
 
 
-def _log_d(setup: Setup) -> tuple[int, float]:
+def _dim_log_horizon(setup: Setup) -> tuple[int, float]:
     """(d, log n): the dimension and the log-horizon that enter the theory parameters."""
     return setup.spec.d, jnp.log(float(max(setup.spec.horizon, 2)))
 
 
 def kveton_c1(setup: Setup, params) -> jax.Array:
     """c1 = σ μ̇_min⁻¹ √D(n, d), D(n, d) = d log(n/d) + 2 log n (Kveton et al. 2020, Lemma 5; spec 002 §2.6)."""
-    d, log_n = _log_d(setup)
+    d, log_n = _dim_log_horizon(setup)
     return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(d * (log_n - jnp.log(float(d))) + 2.0 * log_n)
 
 
@@ -213,7 +213,7 @@ def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     def rho(params, state):
         if width == "constant":
             return params["alpha"]
-        d, log_n = _log_d(setup)
+        d, log_n = _dim_log_horizon(setup)
         kappa = jnp.sqrt(3.0 + 2.0 * jnp.log1p(2.0 * state.arm_norm**2 / params["lam"]))
         lead = 2.0 * link.mu_dot_max * kappa * params["reward_bound"] / params["mu_dot_min"]
         return lead * jnp.sqrt(2.0 * d * log_n) * jnp.sqrt(jnp.log(2.0 * d) + 2.0 * log_n)
@@ -237,7 +237,7 @@ def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     def alpha(params):
         if width == "constant":
             return params["alpha"]
-        d, log_n = _log_d(setup)
+        d, log_n = _dim_log_horizon(setup)
         return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(0.5 * d * jnp.log1p(2.0 * spec.horizon / d) + log_n)
 
     def score(params, state, key, contexts):

@@ -104,9 +104,8 @@ def _check_glm(config: dict[str, Any], env: dict[str, Any], horizon: int, where:
         raise ConfigError(f"{where}: environment '{env['name']}' gives rewards in [{low:g}, {high:g}] but link "
                           f"'{link.name}' models rewards in [{lo_link:g}, {hi_link:g}]; set rewards_outside_link = "
                           "true to fit it anyway, or choose a link whose range contains the rewards")
-    if ("width" in config and config["width"] == "theory") or ("scale" in config and config["scale"] == "theory"):
-        if link.mu_dot_max is None:
-            raise ConfigError(f"{where}: theory widths need a link with bounded μ̇; '{link.name}' has none")
+    if "theory" in (config.get("width"), config.get("scale")) and link.mu_dot_max is None:
+        raise ConfigError(f"{where}: theory widths need a link with bounded μ̇; '{link.name}' has none")
     fixed_needed = config["backend"] == "arms" or config["warmup"] in ("basis", "g-optimal")
     if fixed_needed and env.get("contexts", "fixed") != "fixed":
         raise ConfigError(f"{where}: backend '{config['backend']}' with warmup '{config['warmup']}' needs a fixed "
