@@ -1,7 +1,7 @@
 """GLM policies: engine per-round time against a float64 NumPy loop in the reference code's style, and
 per-round cost versus t.
 
-Run: ``python benchmarks/glm.py [--seeds 20] [--horizon 2000] [--numpy-seeds 2] [--repeats 2]``.
+Run: ``python benchmarks/glm.py [--seeds 20] [--horizon 2000] [--numpy-seeds 2] [--repeats 2] [--policies ...]``.
 
 Setting (issue 3): logistic bandit with Bernoulli rewards, K = 100 arms uniform on [−1, 1]^d, d = 10,
 θ* ~ N(0, 3/d² I), T = 2,000; every policy starts with the d-arm basis warm-up (GLM-ES: a G-optimal
@@ -12,11 +12,13 @@ warm-up of τ = 100 rounds) and uses λ = 1.
    of at most 30 iterations warm-started at the previous estimate every round, ``np.linalg`` solves, one
    seed after the other in a Python loop. It implements GLM-UCB, UCB-GLM, GLM-TSL, GLM-FPL (aggregated
    noise) and GLM-ES (m = 10 models, 100 gradient steps of 0.01 on the mean loss, batched over models as
-   one matrix product; its warm-up is round-robin, so the design's one-off cost is not counted). The fastest of ``--repeats`` runs per side is kept. Target: engine ≥ 5× faster
+   one matrix product; its warm-up is round-robin, so the design's one-off cost is not counted). The
+   fastest of ``--repeats`` runs per side is kept. Target: engine ≥ 5× faster
    per seed-round for every policy with a NumPy counterpart.
 2. Per-round cost versus t (``SimResult.chunk_seconds``, 4 chunks of T/4 rounds): late/early = last
    chunk / second chunk. Targets: GLM-ES ≤ 1.2 (flat), ada-OFU-ECOLog ≤ 1.2 (flat), GLM-PHE > 1.5
-   (grows with t: every past reward is re-perturbed each round).
+   (grows with t: every past reward is re-perturbed each round). Logistic-UCB-1 is timed on its full
+   history (grows with t) and on per-arm statistics (``logistic-ucb-1/arms``, flat).
 
 Threads: BLAS pools limited to one thread (unless already set); XLA keeps its default pool.
 """
@@ -47,6 +49,7 @@ POLICIES = {
     "glm-es": dict(m=10, sigma_r=0.1, warmup_rounds=100),
     "glm-phe": dict(a=0.5, solver="gd"),
     "logistic-ucb-1": {},
+    "logistic-ucb-1/arms": dict(backend="arms"),
     "ada-ofu-ecolog": {},
 }
 
@@ -128,6 +131,8 @@ def main() -> None:
     ap.add_argument("--horizon", type=int, default=2000)
     ap.add_argument("--numpy-seeds", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES),
+                    help="policies to time (default: all)")
     args = ap.parse_args()
     env = nb.make_env("logistic", **ENV)
     spec = nb.ProblemSpec(D, K, args.horizon)
@@ -137,8 +142,9 @@ def main() -> None:
           f"best of {args.repeats}")
     print(f"{'policy':16s} {'engine µs':>10s} {'NumPy µs':>10s} {'speed-up':>9s} {'late/early':>10s} "
           f"{'regret (engine)':>16s} {'regret (NumPy)':>15s}")
-    for name, hp in POLICIES.items():
-        policy, params = nb.make_policy(name, spec, **hp)
+    for name in args.policies:
+        hp = POLICIES[name]
+        policy, params = nb.make_policy(name.split("/")[0], spec, **hp)
         best, res = np.inf, None
         for _ in range(args.repeats):
             res = nb.simulate(env, policy, params, args.horizon, range(args.seeds), chunk_size=chunk)

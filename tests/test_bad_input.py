@@ -120,6 +120,9 @@ name = "glm-tsl"
     ('k = 4', 'k = 4\ncontexts = "fresh"', "needs a fixed arm set"),
     ('name = "glm-tsl"', 'name = "glm-es@anytime"\nt0 = 1\nb = 1.5', "must satisfy t0·(b − 1) >= 1"),
     ('name = "glm-tsl"', 'name = "glm-ucb@anytime"\nschedule = "sun2025"', "needs an ensemble policy"),
+    ('name = "glm-tsl"', 'name = "glm-tsl@anytime"\nwarmup_scope = "once"\nwarmup = "none"',
+     "'warmup_scope' = 'once' needs"),
+    ('name = "glm-tsl"', 'name = "glm-tsl@anytime"\nwarmup_scope = "once"', None),
     ('name = "glm-tsl"', 'name = "ada-ofu-ecolog"', None),
     ('k = 4', 'k = 4\nreward = "gaussian"\n[[policies]]\nlabel = "E"\nname = "ada-ofu-ecolog"', "policy 'ada-ofu-ecolog' models rewards in [0, 1]"),
 ])

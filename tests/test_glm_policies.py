@@ -15,12 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.special import expit
 
 import nlbandit as nb
 import reference_glm as ref
 from nlbandit import theory
 from nlbandit.core.keys import normal
+from nlbandit.policies import glm as glm_module
 
 D, K, T = 4, 20, 60
 LAM = 0.7
@@ -192,6 +194,57 @@ def test_fpl_aggregated_noise_has_the_law_of_per_observation_noise():
     assert np.linalg.norm(cov_a - cov_p) / np.linalg.norm(cov_p) < 0.10
 
 
+@pytest.mark.parametrize("mean", [0.5, 0.7])
+def test_fpl_one_hot_anti_concentration(mean):
+    """Spec 002 §6.1 item 8: one-hot arms e_1..e_d with N = 2,000 pulls each and λ → 0, so θ̃_j =
+    logit((Y_j + Z_j)/N_j) with Z_j ~ N(0, a²N_j) (aggregated noise). With the theory a = c1 μ̇_max, the
+    optimism event E3 = {θ̃_1 − θ̄_1 > c1 ‖e_1‖_{G⁻¹}} has probability ≥ 0.15 over 20,000 draws, and equals
+    its closed form P(ξ > √N (sigmoid(θ̄_1 + c1/√N) − p̂_1)/a) within 4 SE."""
+    d, pulls, horizon, lam, draws = 4, 2000, 50_000, 1e-8, 20_000
+    th = theory.kveton_theory(0.5, 0.25, 0.25, horizon, d, d, c_m=1.0, lambda0=lam)
+    policy, params = nb.make_policy("glm-fpl", nb.ProblemSpec(d, d, horizon), scale="theory", lam=lam)
+    arms = jnp.eye(d)
+    state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(0), arms,
+                                    jnp.ones((d,), bool))
+    p_hat = np.array([mean, 0.3, 0.45, 0.6])
+    n = np.full(d, float(pulls))
+    y = np.round(p_hat * n)
+    n[-1], y[-1] = n[-1] - 1, y[-1] - 1  # the last pull (a success on arm d) is fed through update
+    center = np.log(p_hat / (1 - p_hat))
+    rows = state.rows._replace(n=jnp.asarray(n), y=jnp.asarray(y), count=jnp.asarray(d * pulls - 1))
+    state = state._replace(rows=rows, theta=jnp.asarray(center))
+    update = jax.vmap(lambda k: policy.update(params, state, k, arms[-1], nb.Feedback(jnp.asarray(1.0)),
+                                              jnp.asarray(d * pulls)))
+    theta = np.asarray(jax.jit(update)(jax.random.split(jax.random.key(5), draws)).theta)
+    c1, a = th.c1, th.a_fpl
+    hit = np.mean(theta[:, 0] - center[0] > c1 / np.sqrt(pulls + lam))
+    exact = stats.norm.sf(np.sqrt(pulls) * (expit(center[0] + c1 / np.sqrt(pulls + lam)) - p_hat[0]) / a)
+    assert hit >= 0.15, hit
+    assert abs(hit - exact) <= 4 * np.sqrt(exact * (1 - exact) / draws), (hit, exact)
+
+
+def test_phe_draws_t_perturbations_in_round_t_and_es_draws_m():
+    """Spec 003 §6.1 item 2: the perturbed-history fit of round t uses exactly t fresh N(0, 1) draws (one
+    per stored observation, zeros beyond), Σ_t t = T(T+1)/2 = 500,500 over T = 1,000 rounds, against
+    m·T = 10,000 for an ensemble, which draws m perturbations per new observation and keeps them."""
+    horizon, m = 1000, 10
+    capacity = glm_module.HISTORY_BLOCK * -(-horizon // glm_module.HISTORY_BLOCK)
+    noise = jax.jit(jax.vmap(lambda t: glm_module._history_noise(jax.random.fold_in(jax.random.key(3), t), t,
+                                                                 capacity)))(jnp.arange(1, horizon + 1))
+    noise = np.asarray(noise)
+    per_round = (noise != 0).sum(axis=1)
+    np.testing.assert_array_equal(per_round, np.arange(1, horizon + 1))
+    assert per_round.sum() == horizon * (horizon + 1) // 2 == 500_500
+    assert not np.any(noise[1:, :1] == noise[:-1, :1])  # row 1 is redrawn every round
+    z = noise[-1, :horizon]
+    assert abs(z.mean()) < 4 / np.sqrt(horizon) and abs(z.std() - 1) < 0.1
+    run = step_policy("glm-es", horizon=T, m=m, warmup="round-robin", warmup_rounds=K, sigma_r=0.1, lr=0.05,
+                      backend="history")
+    draws = np.asarray(run.state.rows.y)[:T] - run.y[:, None]  # the kept perturbations, one per model
+    assert draws.shape == (T, m) and np.all(draws != 0)  # m·T in all
+    assert np.all(np.asarray(run.state.rows.y)[T:] == 0)
+
+
 def test_identity_link_fpl_equals_tsl_in_law():
     """Spec 002 §6.1 item 7: identity link, λ → 0: FPL draws have mean θ̄ and covariance a² G⁻¹, like TSL."""
     a, lam = 0.5, 1e-8
@@ -276,6 +329,33 @@ def test_anytime_restarts_exactly_at_the_epoch_ends_with_fresh_state():
     assert int(state.epoch) == len(ends) - 1
     m_used = [theory.epoch_models(e.planned) for e in theory.doubling_schedule(t0, b, horizon)]
     assert state.base.theta.shape[0] == max(m_used)
+
+
+def test_anytime_once_scope_resumes_from_the_end_of_the_single_warm_up():
+    """Spec 003 U7 alternative: one warm-up; every later epoch restarts from the state right after it."""
+    horizon, t0, b, warm = 300, 4, 2.0, 10  # epoch ends 4, 8 fall inside the warm-up: no restart there
+    policy, params = nb.make_policy("glm-es@anytime", nb.ProblemSpec(D, K, horizon), t0=t0, b=b,
+                                    warmup_scope="once", warmup="round-robin", warmup_rounds=warm, lr=0.05)
+    state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(0), jnp.asarray(ARMS),
+                                    jnp.ones((K,), bool))
+    act, update = jax.jit(policy.act), jax.jit(policy.update)
+    ends = [e.end for e in theory.doubling_schedule(t0, b, horizon)][:-1]
+    counts, arms, thetas = [], [], []
+    for t in range(1, horizon + 1):
+        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t)))
+        arms.append(arm)
+        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS[arm]), nb.Feedback(jnp.asarray(t % 3)),
+                       jnp.asarray(t))
+        counts.append(int(state.base.rows.count))
+        thetas.append(np.asarray(state.base.theta))
+    assert counts[:warm] == list(range(1, warm + 1))  # not reset at the ends 4 and 8
+    assert arms[:warm] == [i % K for i in range(warm)] and ends[:2] == [4, 8]
+    for end in ends[2:]:
+        assert counts[end - 1] == warm  # back to the warm-up's data right after T_i ...
+        np.testing.assert_array_equal(thetas[end - 1], thetas[warm - 1])  # ... and its models
+        assert counts[end] == warm + 1  # the next epoch adds to it and plays no second warm-up
+    assert not any(arms[end:end + warm] == [i % K for i in range(warm)] for end in ends[2:])
+    assert int(state.epoch) == len(ends)
 
 
 def test_determinism_and_common_instances():

@@ -104,9 +104,10 @@ class Case(NamedTuple):
     reference: Callable[[], Any]
 
 
-def _ucb1(width: str, lazy: tuple[int, int] | None = None, **overrides) -> Case:
+def _ucb1(width: str, lazy: tuple[int, int] | None = None, backend: str = "history", **overrides) -> Case:
     params = {**UCB1_PARAMS, **overrides}
-    static = {"width": width} | ({} if lazy is None else {"lazy_every": lazy[0], "lazy_after": lazy[1]})
+    static = {"width": width, "backend": backend} | ({} if lazy is None else {"lazy_every": lazy[0],
+                                                                              "lazy_after": lazy[1]})
     return Case(logistic_ucb_1, static, params, lambda: UCB1Ref(width, params, lazy))
 
 
@@ -120,6 +121,7 @@ CASES = {
     "ucb1-reference": _ucb1("reference"),
     "ucb1-constant": _ucb1("constant", alpha=5.0),
     "ucb1-lazy": _ucb1("constant", lazy=(3, 10), alpha=5.0),
+    "ucb1-arms": _ucb1("reference", backend="arms"),  # per-arm statistics: the same fit as the full history
     "ecolog-ada": _eco("ada"),
     "ecolog-ada-small-s": _eco("ada", s=0.6),  # S < ‖θ*‖: the projection is active
     "ecolog-lee": _eco("lee", lam=2.5),
@@ -142,6 +144,8 @@ def run_case(case_id: str) -> Run:
     act, update = jax.jit(policy.act), jax.jit(policy.update)
     contexts, mask = jnp.asarray(ARMS), jnp.ones((K,), bool)
     state = policy.init(params, INIT_KEY)
+    if policy.prepare is not None:
+        state = policy.prepare(params, state, jax.random.key(0), contexts, mask)
     reference = case.reference()
     arms, ref_arms, states = np.zeros(T, np.int64), np.zeros(T, np.int64), []
     for t in range(1, T + 1):
@@ -163,7 +167,7 @@ def test_decisions_match_reference(case_id):
     assert np.unique(run.arms).size >= 3  # informative only if the path is not one arm throughout
 
 
-@pytest.mark.parametrize("case_id", ["ucb1-theory", "ucb1-reference"])
+@pytest.mark.parametrize("case_id", ["ucb1-theory", "ucb1-reference", "ucb1-arms"])
 def test_ucb1_estimate_is_the_mle(case_id):
     """After T rounds θ̂ is the regularised MLE with λ = d log(2 + T) (5 warm-started Newton steps suffice)."""
     run = run_case(case_id)

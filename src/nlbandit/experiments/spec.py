@@ -9,6 +9,7 @@ An experiment file::
     horizon = 10000                  # T
     seeds = 50                       # repetitions (seeds 0..seeds-1)
     record_points = 1000             # optional: curve resolution kept in the store
+    plots = ["anytime-constant"]     # optional: extra report panels (EXTRA_PLOTS)
 
     [scales.quick]                   # optional overrides per --scale (keys: horizon, seeds)
     seeds = 10
@@ -46,6 +47,9 @@ from nlbandit.envs.registry import env_entry, resolve_env
 from nlbandit.policies.registry import check_policy_env, resolve_policy
 
 SCALES = ("quick", "full")
+EXTRA_PLOTS = ("anytime-constant",)
+"""Report panels beside the regret curves: ``anytime-constant`` plots l(T₀, b) against b for the T₀ of
+the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b)."""
 
 _TOP = (
     Hyper("name", None, "experiment name", kind=str, optional=True),
@@ -56,7 +60,7 @@ _TOP = (
     Hyper("seeds", None, "number of repetitions", kind=int, low=1),
     Hyper("record_points", 1000, "number of curve points kept", kind=int, low=2),
 )
-_TABLES = ("scales", "env", "policies", "claims")
+_TABLES = ("scales", "env", "policies", "claims", "plots")
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
@@ -138,6 +142,17 @@ class Experiment:
     claims: list[Claim]
     labels: list[str] = field(default_factory=list)
     env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
+    plots: tuple[str, ...] = ()
+
+
+def _plots(value: Any, where: str) -> tuple[str, ...]:
+    """The validated ``plots`` field (a list of names from :data:`EXTRA_PLOTS`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(v not in EXTRA_PLOTS for v in value) or len(set(value)) < len(value):
+        raise ConfigError(f"{where}: field 'plots' must be a list of distinct names from "
+                          f"{', '.join(repr(p) for p in EXTRA_PLOTS)}, got {value!r}")
+    return tuple(value)
 
 
 def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -236,6 +251,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         claims=claims,
         labels=labels,
         env_cases=[case for _, case in env_cases],
+        plots=_plots(raw.get("plots"), where),
     )
     from nlbandit.report.claims import validate_claim
 

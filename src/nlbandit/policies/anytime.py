@@ -6,6 +6,12 @@ and re-initialised with fresh randomness: new models, no data, no perturbations,
 (spec 003 §2.6; U7 default: the warm-up is re-run in every epoch and cut at the epoch's end; U9: new
 initial state). Inside an epoch the base policy sees the round counter restarted at 1.
 
+``warmup_scope="once"`` is the spec's alternative to U7 for bases with a warm-up plan (GLM policies):
+the warm-up is played once, and every later epoch restarts from the base state reached at the end of
+that warm-up (its observations, their perturbations and the models fitted on them), discarding every
+observation made after it; the restarted base's round counter continues after the warm-up. Epoch ends
+that fall inside the warm-up advance the epoch (and its schedule) without a restart.
+
 Per-epoch schedules of the T-dependent hyperparameters, computed from the *planned* epoch length τ_i
 (even when the horizon cuts the last epoch short):
 
@@ -31,17 +37,20 @@ from nlbandit.core.types import Policy
 from nlbandit.theory import doubling_schedule, epoch_models, epoch_sigma_r
 
 SCHEDULES = ("none", "sun2025")
+WARMUP_SCOPES = ("epoch", "once")
 
 
 class AnytimeState(NamedTuple):
-    """Wrapper state: the current epoch, the round that ended the previous one, the base state, and the
-    arm set of round 1 (to prepare a restarted base)."""
+    """Wrapper state: the current epoch, the offset of the base's round counter, the base state, the
+    arm set of round 1 (to prepare a restarted base), and with ``warmup_scope="once"`` the base state at
+    the end of the warm-up (``None`` otherwise)."""
 
     epoch: jax.Array
     offset: jax.Array
     base: object
     arms: jax.Array
     mask: jax.Array
+    resume: object = None
 
 
 def epoch_table(t0: int, b: float, horizon: int, schedule: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -57,9 +66,16 @@ def epoch_table(t0: int, b: float, horizon: int, schedule: str) -> tuple[np.ndar
     }
 
 
+def _select(pred: jax.Array, new, old):
+    """``new`` where ``pred`` else ``old``, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), new, old)
+
+
 def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none", k: int = 1,
-            d: int = 1) -> Policy:
-    """Wrap ``base`` in the doubling trick (module docstring); ``k``, ``d`` size the stored arm set."""
+            d: int = 1, warmup_scope: str = "epoch") -> Policy:
+    """Wrap ``base`` in the doubling trick (module docstring); ``k``, ``d`` size the stored arm set.
+    ``warmup_scope="once"`` needs a base whose state has a ``warmup`` (:class:`~nlbandit.policies.warmup.Warmup`)."""
+    once = warmup_scope == "once"
     ends, table = epoch_table(t0, b, horizon, schedule)
     ends_j = jnp.asarray(ends)
     table_j = {name: jnp.asarray(v) for name, v in table.items()}
@@ -75,8 +91,8 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
 
     def init(params, key):
         zero = jnp.zeros((), jnp.int32)
-        return AnytimeState(zero, zero, base.init(epoch_params(params, zero), key), jnp.zeros((k, d)),
-                            jnp.ones((k,), bool))
+        state = base.init(epoch_params(params, zero), key)
+        return AnytimeState(zero, zero, state, jnp.zeros((k, d)), jnp.ones((k,), bool), state if once else None)
 
     def prepare(params, state, key, arms, mask):
         arms = arms.astype(jnp.float64)
@@ -87,12 +103,21 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
 
     def update(params, state, key, x, feedback, t):
         k_update, k_restart = jax.random.split(key)
-        new = base.update(epoch_params(params, state.epoch), state.base, k_update, x, feedback, t - state.offset)
+        local = t - state.offset
+        new = base.update(epoch_params(params, state.epoch), state.base, k_update, x, feedback, local)
         state = state._replace(base=new)
+        if once:  # the first time the base's warm-up is complete (the counter never returns to its length)
+            state = state._replace(resume=_select(local == new.warmup.length, new, state.resume))
 
         def restart(s):
             epoch = s.epoch + 1
-            return s._replace(epoch=epoch, offset=t.astype(jnp.int32), base=fresh(params, epoch, k_restart, s.arms, s.mask))
+            if not once:
+                return s._replace(epoch=epoch, offset=t.astype(jnp.int32),
+                                  base=fresh(params, epoch, k_restart, s.arms, s.mask))
+            length = s.base.warmup.length
+            done = local >= length  # otherwise the warm-up is still running: no restart
+            return s._replace(epoch=epoch, offset=jnp.where(done, t - length, s.offset).astype(jnp.int32),
+                              base=_select(done, s.resume, s.base))
 
         return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
 

@@ -125,11 +125,17 @@ def _prepare(setup: Setup):
     return prepare
 
 
+def arm_slot(arms: jax.Array, x: jax.Array) -> jax.Array:
+    """The row of ``arms`` (K, d) that the played features ``x`` are (the nearest row, so float rounding
+    of the played features cannot miss it)."""
+    return jnp.argmin(jnp.sum((arms - x) ** 2, axis=1))
+
+
 def _add(setup: Setup, rows: Rows, x: jax.Array, y: jax.Array) -> Rows:
     """Record one observation (``y`` a scalar, or (m,) for perturbed copies)."""
     x = x.astype(jnp.float64)
-    if setup.backend == "arms":  # the row of the played arm (its features are a row of the arm set)
-        slot = jnp.argmin(jnp.sum((rows.x - x) ** 2, axis=1))
+    if setup.backend == "arms":
+        slot = arm_slot(rows.x, x)
         return Rows(rows.x, rows.n.at[slot].add(1.0), rows.y.at[slot].add(y), rows.count + 1)
     slot = rows.count
     return Rows(rows.x.at[slot].set(x), rows.n.at[slot].set(1.0), rows.y.at[slot].set(y), rows.count + 1)

@@ -6,7 +6,9 @@ argmax_x μ(xᵀθ) + (radius)·‖x‖_{M⁻¹} (spec 001 §2.7.3–§2.7.4). E
 (:func:`~nlbandit.policies.exploration.argmax_random_ties`). The state is float64.
 
 * :func:`logistic_ucb_1` refits the regularised maximum-likelihood estimate on the whole history every
-  round (a fixed-size history buffer of ``spec.horizon`` rows, so its cost per round grows like t).
+  round: on a fixed-size history buffer of ``spec.horizon`` rows (cost per round grows like t), or, on a
+  fixed arm set, on per-arm pull counts and reward sums (``backend="arms"``: the same estimate at a cost
+  per round independent of t).
 * :func:`ada_ofu_ecolog` makes one online step per round (projected gradient descent in whitened
   coordinates, one ``eigh`` per round, no history), so its cost per round does not depend on t.
 
@@ -28,6 +30,7 @@ from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update
 from nlbandit.policies.exploration import argmax_random_ties
+from nlbandit.policies.glm import arm_slot
 
 _LOGISTIC = LINKS["logistic"]
 L_MU = 0.25
@@ -64,9 +67,10 @@ class LogUCB1State(NamedTuple):
     """Logistic-UCB-1 state.
 
     Attributes:
-      x: (C, d) played features in order (C = horizon rounded up to a multiple of ``HISTORY_BLOCK``).
-      w: (C,) 1 for the filled rows, 0 beyond.
-      y: (C,) rewards.
+      x: (C, d) played features in order (C = horizon rounded up to a multiple of ``HISTORY_BLOCK``), or
+        the arm set (C = K, ``backend="arms"``).
+      w: (C,) 1 for the filled rows, 0 beyond; or the pull count of each arm.
+      y: (C,) rewards; or the reward sum of each arm.
       count: number of observations so far.
       theta: (d,) the regularised MLE θ̂ that ``act`` scores with.
       gram: (d, d) Σ_s x_s x_sᵀ, without regulariser (V_t adds its own, which changes with t).
@@ -123,7 +127,7 @@ def ucb1_reference_radius(params, lam: jax.Array, logdet_h: jax.Array, d: int) -
 
 
 def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "log", newton_steps: int = 5,
-                   lazy_every: int = 1, lazy_after: int = 200) -> Policy:
+                   lazy_every: int = 1, lazy_after: int = 200, backend: str = "history") -> Policy:
     """Logistic-UCB-1 (Faury, Abeille, Calauzènes & Fercoq 2020, Algorithm 1; spec 001 §2.7.3).
 
     In round t, with n = t − 1 observations (x_s, r_s):
@@ -147,11 +151,12 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
     ``lam`` (λ of the constant schedule), ``alpha`` (the constant width). Static: ``width``, ``schedule``,
     ``newton_steps`` (Newton iterations per refit), ``lazy_every``/``lazy_after`` (refit only in rounds t
     with (t − 1) mod ``lazy_every`` = 0 once t ≥ ``lazy_after``; the default ``lazy_every=1`` refits every
-    round).
+    round); ``backend``: ``"history"`` (any arm sets) or ``"arms"`` (a fixed arm set, per-arm sufficient
+    statistics: Σ_s ℓ(x_sᵀθ, r_s) = Σ_k [N_k log(1 + e^{x_kᵀθ}) − R_k x_kᵀθ], so the fit is the same).
 
-    Per-round cost: O(newton_steps · t d²) for the refit (the history sums run over the filled blocks of
-    128 rows) plus O(d³ + Kd²) for the widths (a Cholesky factor of V_t, rebuilt every round since λ_t
-    changes).
+    Per-round cost: O(newton_steps · t d²) for the refit with ``backend="history"`` (the history sums run
+    over the filled blocks of 128 rows) or O(newton_steps · K d²) with ``"arms"``, plus O(d³ + Kd²) for
+    the widths (a Cholesky factor of V_t, rebuilt every round since λ_t changes).
 
     Deviations, from the paper (P) and from the reference code ``logbexp`` (R):
 
@@ -173,8 +178,11 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
         raise ValueError(f"unknown width {width!r}")
     if schedule not in ("log", "constant"):
         raise ValueError(f"unknown schedule {schedule!r}")
+    if backend not in ("history", "arms"):
+        raise ValueError(f"unknown backend {backend!r}")
     d = spec.d
-    capacity = -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK
+    history = backend == "history"
+    capacity = -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK if history else spec.k
 
     def init(params, key):
         zeros = jnp.zeros((capacity,))
@@ -197,8 +205,8 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
 
     def refit(params, state, t):
         lam = ucb1_lambda(params, jnp.asarray(t, jnp.float64), d, schedule)
-        active = (state.count, HISTORY_BLOCK)
-        theta = newton_solve(_LOGISTIC, state.x, state.w, state.w * state.y, lam, state.theta,
+        active = (state.count, HISTORY_BLOCK) if history else None
+        theta = newton_solve(_LOGISTIC, state.x, state.w, state.y, lam, state.theta,
                              max_iter=newton_steps, active=active).theta
         logdet_h = state.logdet_h
         if width == "reference":
@@ -207,16 +215,24 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
 
     def update(params, state, key, x, feedback, t):
         x = x.astype(jnp.float64)
-        slot = state.count
-        state = state._replace(x=state.x.at[slot].set(x), w=state.w.at[slot].set(1.0),
-                               y=state.y.at[slot].set(feedback.reward), count=slot + 1,
-                               gram=state.gram + jnp.outer(x, x))
+        if history:
+            slot = state.count
+            state = state._replace(x=state.x.at[slot].set(x), w=state.w.at[slot].set(1.0),
+                                   y=state.y.at[slot].set(feedback.reward))
+        else:
+            slot = arm_slot(state.x, x)
+            state = state._replace(w=state.w.at[slot].add(1.0), y=state.y.at[slot].add(feedback.reward))
+        state = state._replace(count=state.count + 1, gram=state.gram + jnp.outer(x, x))
         if lazy_every == 1:
             return refit(params, state, t)
         now = (t < lazy_after) | ((t - 1) % lazy_every == 0)
         return jax.lax.cond(now, lambda s: refit(params, s, t), lambda s: s, state)
 
-    return Policy("logistic-ucb-1", init, act, update, max_horizon=spec.horizon)
+    def prepare(params, state, key, arms, mask):
+        return state if history else state._replace(x=arms.astype(jnp.float64))
+
+    return Policy("logistic-ucb-1", init, act, update, max_horizon=spec.horizon if history else None,
+                  prepare=prepare, fixed_arms=not history)
 
 
 # --------------------------------------------------------------------------------------------------------

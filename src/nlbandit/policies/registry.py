@@ -15,7 +15,7 @@ from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.envs.registry import reward_range
 from nlbandit.models.links import LINKS
 from nlbandit.policies import baselines, glm, linear, logistic
-from nlbandit.policies.anytime import SCHEDULES, anytime, epoch_table
+from nlbandit.policies.anytime import SCHEDULES, WARMUP_SCOPES, anytime, epoch_table
 from nlbandit.policies.warmup import WARMUPS, warmup_min_length
 
 _LAM = Hyper("lam", 1.0, "ridge regularisation λ (V = λI + Σ xxᵀ)", low=0.0, low_open=True)
@@ -161,6 +161,9 @@ def _check_logistic(config: dict[str, Any], env: dict[str, Any], horizon: int, w
     if low < 0.0 or high > 1.0:
         raise ConfigError(f"{where}: policy '{config['name']}' models rewards in [0, 1], but environment "
                           f"'{env['name']}' gives rewards in [{low:g}, {high:g}]")
+    if config.get("backend") == "arms" and env.get("contexts", "fixed") != "fixed":
+        raise ConfigError(f"{where}: backend 'arms' needs a fixed arm set, but the environment has contexts = "
+                          f"{env.get('contexts')!r}; use backend = 'history'")
 
 
 _S = Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True)
@@ -179,6 +182,9 @@ LOGISTIC_POLICIES = (
             Hyper("lazy_every", 1, "after lazy_after rounds refit only every this many rounds", kind=int,
                   static=True, low=1),
             Hyper("lazy_after", 200, "round from which lazy refits start", kind=int, static=True, low=0),
+            Hyper("backend", "history", "data the MLE is fitted on: the full history, or per-arm counts and "
+                  "reward sums (a fixed arm set; cost per round independent of t)", kind=str, static=True,
+                  choices=("history", "arms")),
             _S, _DELTA,
             Hyper("kappa", 0.0, "κ (≤ 0: 1/μ̇(S), assuming ‖x‖ ≤ 1)"),
             Hyper("lam_scale", 1.0, "factor of the log λ_t schedule", low=0.0, low_open=True),
@@ -269,6 +275,8 @@ _ANYTIME_HYPERS = (
           low_open=True),
     Hyper("schedule", "none", "per-epoch hyperparameters: none, or sun2025 (m = ⌈2 ln τ_i⌉, σ_R = 0.02 ln τ_i)",
           kind=str, static=True, choices=SCHEDULES),
+    Hyper("warmup_scope", "epoch", "epoch: a new warm-up in every epoch (spec 003 U7 default); once: one warm-up, "
+          "every later epoch restarts from the state at its end", kind=str, static=True, choices=WARMUP_SCOPES),
 )
 
 
@@ -276,10 +284,10 @@ def _anytime_entry(base: PolicyEntry) -> PolicyEntry:
     """``<base>@anytime``: the base policy under the doubling trick (:mod:`nlbandit.policies.anytime`)."""
     names = {h.name for h in base.hypers}
 
-    def make(spec: ProblemSpec, t0: int, b: float, schedule: str, **static: Any) -> Policy:
+    def make(spec: ProblemSpec, t0: int, b: float, schedule: str, warmup_scope: str, **static: Any) -> Policy:
         if schedule == "sun2025":  # the base holds the largest ensemble of any epoch; `m` is ignored
             static["m"] = int(epoch_table(t0, b, spec.horizon, schedule)[1]["m_used"].max())
-        return anytime(base.make(spec, **static), t0, b, spec.horizon, schedule, spec.k, spec.d)
+        return anytime(base.make(spec, **static), t0, b, spec.horizon, schedule, spec.k, spec.d, warmup_scope)
 
     def finalize(values: dict[str, Any]) -> dict[str, Any]:
         values = base.finalize(values)
@@ -289,6 +297,9 @@ def _anytime_entry(base: PolicyEntry) -> PolicyEntry:
         if values["schedule"] == "sun2025" and not {"m", "sigma_r"} <= names:
             raise ConfigError(f"policy '{base.name}{ANYTIME_SUFFIX}': field 'schedule' = 'sun2025' sets m and "
                               "σ_R per epoch and needs an ensemble policy (lin-es, glm-es)")
+        if values["warmup_scope"] == "once" and values.get("warmup", "none") == "none":
+            raise ConfigError(f"policy '{base.name}{ANYTIME_SUFFIX}': field 'warmup_scope' = 'once' needs a base "
+                              "policy with a warm-up (field 'warmup' other than 'none')")
         return values
 
     return PolicyEntry(base.name + ANYTIME_SUFFIX, make, base.hypers + _ANYTIME_HYPERS,

@@ -20,6 +20,7 @@ from nlbandit import __version__
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.report.claims import ClaimResult, evaluate_claim, run_selector
 from nlbandit.store import Store, StoredRun
+from nlbandit.theory import anytime_constant, optimal_base
 
 Z95 = 1.959963984540054
 
@@ -106,7 +107,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     cases = exp.env_cases
-    fig, axes = plt.subplots(1, len(cases), figsize=(6.4 * len(cases), 4.4), squeeze=False)
+    panels = len(cases) + len(exp.plots)
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.4), squeeze=False)
     colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
         for row in (r for r in rows if r.run.case == case):
@@ -121,6 +123,9 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    for ax, name in zip(axes[0][len(cases):], exp.plots):
+        if name == "anytime-constant":
+            plot_anytime_constant(ax, exp)
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds; bands: 95% CI of the mean)",
                  fontsize=9)
     fig.tight_layout()
@@ -128,6 +133,24 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     _atomic_write(path, buf.getvalue())
+
+
+def plot_anytime_constant(ax, exp: Experiment) -> None:
+    """l(T₀, b) (γ = 1/2, δ = 3/2) against b for the T₀ of the experiment's ``@anytime`` runs, with the
+    (T₀, b) pairs that were run marked (Sun, Wang & Xu 2025, Fig. 3b)."""
+    pairs = sorted({(r.policy["t0"], r.policy["b"]) for r in exp.runs if r.policy["name"].endswith("@anytime")})
+    t0s = sorted({t0 for t0, _ in pairs}) or [100]
+    for i, t0 in enumerate(t0s):
+        bs = np.linspace(max(1.05, 1.0 + 1.01 / t0), 6.0, 300)
+        ax.plot(bs, [anytime_constant(t0, b) for b in bs], color=f"C{i}", lw=1.6, label=f"T₀ = {t0}")
+        used = [b for t, b in pairs if t == t0]
+        ax.plot(used, [anytime_constant(t0, b) for b in used], "o", color=f"C{i}", ms=5)
+    ax.axvline(optimal_base(), color="0.5", ls=":", lw=1, label=f"b* = {optimal_base():.3f}")
+    ax.set_xlabel("growth factor b")
+    ax.set_ylabel("l(T₀, b)  (γ = 1/2, δ = 3/2)")
+    ax.set_title("doubling-trick constant (dots: pairs run)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def _hyper_text(config: dict[str, Any]) -> str:

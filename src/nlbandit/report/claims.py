@@ -14,6 +14,8 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   (instances whose regret still grows linearly);
 * ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded; runs
   simulated side by side in one grid share their batch's time equally);
+* ``l(t0, b)``: the doubling trick's constant factor l(T₀, b) with γ = 1/2, δ = 3/2
+  (:func:`nlbandit.theory.anytime_constant`; Sun, Wang & Xu 2025, Fig. 3b);
 * ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
@@ -31,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
+from nlbandit.theory import anytime_constant
 
 Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, float]]
 """``curves(label, case) -> (rounds (P,), cum_regret (S, P), run time in µs per seed-round)``."""
@@ -98,6 +101,13 @@ class _Evaluator:
         kwargs = {k.arg: self(k.value) for k in node.keywords}
         if name in ("min", "max", "abs", "sqrt") and not kwargs and args:
             return {"min": min, "max": max, "abs": abs, "sqrt": _sqrt}[name](*args)
+        if name == "l" and len(args) == 2 and not kwargs:
+            try:
+                value = anytime_constant(float(args[0]), float(args[1]))
+            except ValueError as e:
+                raise ConfigError(f"{ast.unparse(node)}: {e}") from None
+            self.trace.append((ast.unparse(node), value))
+            return value
         if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
             value = float(self.curves(args[0], kwargs)[2])
             self.trace.append((ast.unparse(node), value))
@@ -139,7 +149,7 @@ class _Evaluator:
             return value
         raise ConfigError(
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), se(label), "
-            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), min, max, abs, sqrt"
+            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), l(t0, b), min, max, abs, sqrt"
         )
 
 
