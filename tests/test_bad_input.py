@@ -118,7 +118,7 @@ name = "glm-tsl"
     ('name = "glm-tsl"', 'name = "glm-tsl"\nwarmup = "g-optimal"', "field 'warmup_rounds' must be >= 1"),
     # per-arm statistics on an environment with fresh arms
     ('k = 4', 'k = 4\ncontexts = "fresh"', "needs a fixed arm set"),
-    ('name = "glm-tsl"', 'name = "glm-es@anytime"\nt0 = 1\nb = 1.5', "must satisfy t0·(b − 1) >= 1"),
+    ('name = "glm-tsl"', 'name = "glm-es@anytime"\nt0 = 1\nb = 1.5', "must satisfy t0·(b − 1) > 1"),
     ('name = "glm-tsl"', 'name = "glm-ucb@anytime"\nschedule = "sun2025"', "needs an ensemble policy"),
     ('name = "glm-tsl"', 'name = "glm-tsl@anytime"\nwarmup_scope = "once"\nwarmup = "none"',
      "'warmup_scope' = 'once' needs"),

@@ -116,7 +116,8 @@ def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol:
         one = jnp.ones((), theta.dtype)
         t, f, _ = jax.lax.while_loop(worse, halve, (one, glm_objective(link, theta - step, x, w, s, lam, active), 0))
         new = theta - t * step
-        small_step = jnp.linalg.norm(t * step) <= step_tol * (1.0 + jnp.linalg.norm(new))
+        # only a full (unhalved) Newton step measures the distance to the optimum
+        small_step = (t == 1.0) & (jnp.linalg.norm(step) <= step_tol * (1.0 + jnp.linalg.norm(new)))
         small_grad = jnp.linalg.norm(g) <= grad_tol
         return new, f, it + 1, small_step | small_grad
 

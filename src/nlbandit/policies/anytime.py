@@ -10,7 +10,10 @@ initial state). Inside an epoch the base policy sees the round counter restarted
 the warm-up is played once, and every later epoch restarts from the base state reached at the end of
 that warm-up (its observations, their perturbations and the models fitted on them), discarding every
 observation made after it; the restarted base's round counter continues after the warm-up. Epoch ends
-that fall inside the warm-up advance the epoch (and its schedule) without a restart.
+that fall inside the warm-up advance the epoch (and its schedule) without a restart. Two consequences
+differ from a full restart (U9): every epoch reuses the warm-up's perturbations rather than drawing
+fresh ones, and with ``schedule="sun2025"`` those perturbations keep the σ_R of the epoch(s) in which
+the warm-up was played (0.09–0.12 for T₀ = 100), while later observations get the epoch's own σ_R.
 
 Per-epoch schedules of the T-dependent hyperparameters, computed from the *planned* epoch length τ_i
 (even when the horizon cuts the last epoch short):
@@ -106,8 +109,11 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
         local = t - state.offset
         new = base.update(epoch_params(params, state.epoch), state.base, k_update, x, feedback, local)
         state = state._replace(base=new)
-        if once:  # the first time the base's warm-up is complete (the counter never returns to its length)
-            state = state._replace(resume=_select(local == new.warmup.length, new, state.resume))
+        if once:  # the first time the base's warm-up is complete (the counter never returns to its length);
+            # the warm-up ends by round `capacity` (t is shared by all seeds, so this is a real branch)
+            state = jax.lax.cond(t <= new.warmup.plan.shape[0],
+                                 lambda s: s._replace(resume=_select(local == new.warmup.length, new, s.resume)),
+                                 lambda s: s, state)
 
         def restart(s):
             epoch = s.epoch + 1

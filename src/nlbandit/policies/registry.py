@@ -291,9 +291,9 @@ def _anytime_entry(base: PolicyEntry) -> PolicyEntry:
 
     def finalize(values: dict[str, Any]) -> dict[str, Any]:
         values = base.finalize(values)
-        if values["t0"] * (values["b"] - 1.0) < 1.0:
+        if values["t0"] * (values["b"] - 1.0) <= 1.0:
             raise ConfigError(f"policy '{base.name}{ANYTIME_SUFFIX}': fields 't0' and 'b' must satisfy "
-                              f"t0·(b − 1) >= 1, got {values['t0']}·({values['b']:g} − 1)")
+                              f"t0·(b − 1) > 1, got {values['t0']}·({values['b']:g} − 1)")
         if values["schedule"] == "sun2025" and not {"m", "sigma_r"} <= names:
             raise ConfigError(f"policy '{base.name}{ANYTIME_SUFFIX}': field 'schedule' = 'sun2025' sets m and "
                               "σ_R per epoch and needs an ensemble policy (lin-es, glm-es)")
