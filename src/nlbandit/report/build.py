@@ -146,6 +146,8 @@ def plot_anytime_constant(ax, exp: Experiment) -> None:
         used = [b for t, b in pairs if t == t0]
         ax.plot(used, [anytime_constant(t0, b) for b in used], "o", color=f"C{i}", ms=5)
     ax.axvline(optimal_base(), color="0.5", ls=":", lw=1, label=f"b* = {optimal_base():.3f}")
+    low = min(anytime_constant(t0, optimal_base()) for t0 in t0s)
+    ax.set_ylim(0.95 * low, 1.6 * low)  # the curve's shape near b*, not its blow-up as b → 1
     ax.set_xlabel("growth factor b")
     ax.set_ylabel("l(T₀, b)  (γ = 1/2, δ = 3/2)")
     ax.set_title("doubling-trick constant (dots: pairs run)", fontsize=10)
