@@ -85,7 +85,8 @@ def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol:
     """Minimise F by Newton's method with step halving, from the warm start ``theta0``.
 
     Each iteration solves H(θ) step = ∇F(θ) by Cholesky and halves the step while F does not decrease
-    beyond its rounding error (spec 002 §2.4). It stops when ‖step‖ ≤ step_tol·(1 + ‖θ‖) or ‖∇F‖ ≤ grad_tol, or after
+    beyond its rounding error (spec 002 §2.4). It stops when a full (unhalved) step has
+    ‖step‖ ≤ step_tol·(1 + ‖θ‖), or ‖∇F‖ ≤ grad_tol, or after
     ``max_iter`` iterations (``converged`` is then False). F is strictly convex for λ > 0, so the
     minimiser is unique. The default step tolerance is spec 002's 1e-6: Newton converges quadratically,
     so the returned θ is far closer to the minimiser than the last step (the tests check ‖∇F‖ against a
