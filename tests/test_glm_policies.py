@@ -1,6 +1,6 @@
 """GLM bandit policies: decisions against float64 references, sampler laws, theory parameters, warm-ups.
 
-Spec 002 §6.1 items 4–11 and spec 003 §6.1 items 1, 5, 9. Policies are stepped by hand (jitted
+Spec 002 §6.1 items 4–11 and spec 003 §6.1 items 1, 2, 5, 9. Policies are stepped by hand (jitted
 ``prepare``/``act``/``update``) on one fixed logistic instance with Bernoulli rewards from NumPy; the
 reference (``tests/reference_glm.py``) refits from scratch every round and receives the policy's own random
 draws, reproduced from the round keys exactly as the policy draws them.
