@@ -4,7 +4,7 @@
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
-* ``nlbandit list``: policies, environments and experiment files.
+* ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
 """
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
         c.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr "
                        "is not a terminal)")
-    lst = sub.add_parser("list", help="list policies, environments and experiment files")
-    lst.add_argument("what", nargs="?", choices=("policies", "envs", "experiments"), default=None)
+    lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
+    lst.add_argument("what", nargs="?", choices=("policies", "envs", "streams", "learners", "experiments"),
+                     default=None)
     return p
 
 
 def _list(what: str | None) -> None:
-    from nlbandit.envs.registry import ENVS
+    from nlbandit.envs.registry import ENVS, STREAMS
+    from nlbandit.policies.learners import LEARNERS
     from nlbandit.policies.registry import POLICIES
 
     def hypers(entry) -> str:
@@ -54,6 +56,14 @@ def _list(what: str | None) -> None:
     if what in (None, "envs"):
         print("environments:")
         for e in ENVS.values():
+            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+    if what in (None, "streams"):
+        print("online-regression streams (loop = \"regression\"):")
+        for e in STREAMS.values():
+            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+    if what in (None, "learners"):
+        print("online-regression learners:")
+        for e in LEARNERS.values():
             print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
     if what in (None, "experiments"):
         print("experiments (under ./experiments):")

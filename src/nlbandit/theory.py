@@ -311,3 +311,95 @@ def optimal_base(gamma: float = 0.5) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if slope(mid) < 0.0 else (lo, mid)
     return 1.0 + math.exp(0.5 * (lo + hi))
+
+
+# ---------------------------------------------------------------------------------------------------
+# FTRL for online GLM regression and MOR-UCB (Zhao, Zhou, He & Gu 2023; spec 000)
+# ---------------------------------------------------------------------------------------------------
+
+
+def link_curvature(link: str, a: float = 1.0, b: float = 1.0) -> tuple[float, float]:
+    """(κ, K) of Assumption 3.1, 0 < κ ≤ φ'(z) ≤ K, for features ‖x‖ ≤ A and parameters ‖μ‖ ≤ B.
+
+    Spec 000 §1.1: κ = min φ' over |z| ≤ AB (the paper writes [−B, B], which agrees for A = 1), and K
+    is the global sup of φ' where it is finite (MOR-UCB's analysis evaluates φ outside [−AB, AB]),
+    otherwise the sup over |z| ≤ AB. identity: (1, 1); logistic: (σ'(AB), 1/4); probit: (φ(AB),
+    1/√(2π)); poisson (φ = eᶻ): (e^{−AB}, e^{AB}).
+    """
+    z = _real("a", a, above=0.0) * _real("b", b, above=0.0)
+    if link == "identity":
+        return 1.0, 1.0
+    if link == "logistic":
+        s = 1.0 / (1.0 + math.exp(-z))
+        return s * (1.0 - s), 0.25
+    if link == "probit":
+        return math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi), 1.0 / math.sqrt(2.0 * math.pi)
+    if link == "poisson":
+        return math.exp(-z), math.exp(z)
+    raise ValueError(f"link must be one of identity, logistic, probit, poisson, got {link!r}")
+
+
+def ftrl_lambda(link: str, a: float = 1.0, b: float = 1.0) -> float:
+    """The theory regularizer λ = 4A²K²/κ of FTRL (Theorems 4.1 and 4.4) and MOR-UCB (Theorem 6.2, A = 1).
+
+    The regularizer is λ‖μ‖², so the ridge in the Hessian is 2λ: λ = 4 for the identity link with unit
+    features is an effective ridge of 8 (spec 000 §2.1).
+    """
+    kappa, k_max = link_curvature(link, a, b)
+    return 4.0 * a * a * k_max * k_max / kappa
+
+
+def ftrl_basis_regret(d: int, horizon: int, sigma2: float, lam: float, b: float = 1.0) -> float:
+    """Exact E[R_stoc(T)] of identity-link FTRL on the lower-bound instance of Theorem 5.1 (spec 000 §4.3,
+    §5): x_t = e_{(t−1) mod d}, μ*_i ~ U[−B/√d, B/√d], noise N(0, σ²)::
+
+        E[R_stoc(T)] = ½ Σ_i Σ_{m=0}^{n_i−1} (m σ² + 4λ² E[μ*_i²]) / (2λ + m)²,   E[μ*_i²] = B²/(3d),
+
+    with n_i the visits of coordinate i (⌈(T−i+1)/d⌉ round robin). Each visit's prediction error is
+    the ridge estimate's bias 2λμ*_i/(2λ+m) plus its noise, whence the per-visit loss (spec 000 §5).
+    """
+    d = _integer("d", d, 1)
+    horizon = _integer("horizon", horizon, 1)
+    sigma2 = _real("sigma2", sigma2, at_least=0.0)
+    lam = _real("lam", lam, above=0.0)
+    mu2 = _real("b", b, at_least=0.0) ** 2 / (3.0 * d)
+    total = 0.0
+    for i in range(d):
+        visits = (horizon - i + d - 1) // d
+        total += sum((m * sigma2 + 4.0 * lam * lam * mu2) / (2.0 * lam + m) ** 2 for m in range(visits))
+    return 0.5 * total
+
+
+def ftrl_mean_field_regret(d: int, horizon: int, sigma2: float, lam: float, mu_norm2: float = 1.0 / 3.0) -> float:
+    """Mean-field approximation of E[R_stoc(T)] for identity-link FTRL with sphere features (spec 000 §6.3
+    item 8, the spec author's own): with u = T/(2λd),
+
+        ½ σ² d [log(1 + u) − u/(1 + u)] + λ E‖μ*‖² · u/(1 + u),
+
+    where E‖μ*‖² = 1/3 for μ* ~ U[−1/√d, 1/√d]^d. It replaces x xᵀ by its mean I/d.
+    """
+    d = _integer("d", d, 1)
+    horizon = _integer("horizon", horizon, 1)
+    sigma2 = _real("sigma2", sigma2, at_least=0.0)
+    lam = _real("lam", lam, above=0.0)
+    u = horizon / (2.0 * lam * d)
+    return 0.5 * sigma2 * d * (math.log1p(u) - u / (1.0 + u)) + lam * mu_norm2 * u / (1.0 + u)
+
+
+def ftrl_regret_bound(d: int, horizon: int, sigma2: float, delta: float = 0.05, link: str = "identity",
+                      a: float = 1.0, b: float = 1.0) -> float:
+    """The high-probability bound of Theorem 4.1 on R_stoc(T) (sub-Gaussian noise, λ = 4A²K²/κ)::
+
+        34/κ · σ² d log((4dK² + Tκ²)/(4dK²)) + 8K²A²B²/κ + 2(2/κ + 3κ/K²) σ² log(1/δ),
+
+    which holds with probability at least 1 − 2δ. Identity link, A = B = 1:
+    34σ²d log(1 + T/(4d)) + 8 + 10σ² log(1/δ).
+    """
+    d = _integer("d", d, 1)
+    horizon = _integer("horizon", horizon, 1)
+    sigma2 = _real("sigma2", sigma2, at_least=0.0)
+    delta = _real("delta", delta, above=0.0, below=1.0)
+    kappa, k_max = link_curvature(link, a, b)
+    return (34.0 / kappa * sigma2 * d * math.log((4 * d * k_max**2 + horizon * kappa**2) / (4 * d * k_max**2))
+            + 8.0 * k_max**2 * a * a * b * b / kappa
+            + 2.0 * (2.0 / kappa + 3.0 * kappa / k_max**2) * sigma2 * math.log(1.0 / delta))

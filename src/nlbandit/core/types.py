@@ -92,3 +92,22 @@ class Policy(NamedTuple):
     max_horizon: int | None = None
     prepare: Callable[[PyTree, PyTree, Array, Array, Array], PyTree] | None = None
     fixed_arms: bool = False
+
+
+class Learner(NamedTuple):
+    """An online regression learner (Zhao, Zhou, He & Gu 2023, §3.1): in round t it sees x_t, predicts
+    ŷ_t = φ(ẑ_t), then observes y_t.
+
+    Attributes:
+      name: registry name.
+      link: the link φ (a :class:`nlbandit.models.links.Link`); the loss is ℓ(z, y) = Φ(z) − y z.
+      init: ``init(params) -> state``.
+      predict: ``predict(params, state, x) -> ẑ``: the linear predictor (ŷ = φ(ẑ)), from the past only.
+      update: ``update(params, state, x, y) -> state``.
+    """
+
+    name: str
+    link: Any
+    init: Callable[[PyTree], PyTree]
+    predict: Callable[[PyTree, PyTree, Array], Array]
+    update: Callable[[PyTree, PyTree, Array, Array], PyTree]

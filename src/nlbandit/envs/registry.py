@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
-from nlbandit.envs import synthetic
+from nlbandit.envs import streams, synthetic
+from nlbandit.models.links import LINKS
 
 _VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
 _COMMON = (
@@ -97,3 +98,77 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
     """
     config = resolve_env({"name": name, **hyperparameters}, f"env '{name}'")
     return ENVS[name].make(**{k: v for k, v in config.items() if k != "name"})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Online-regression streams (``loop = "regression"`` experiment files; Zhao, Zhou, He & Gu 2023)
+# ---------------------------------------------------------------------------------------------------
+
+_STREAM_COMMON = (
+    Hyper("d", None, "feature dimension d", kind=int, static=True, low=1),
+    Hyper("features", "sphere", "x_t uniform on the sphere of radius A, or round robin over A·e_i "
+          "(Theorem 5.1's instance)", kind=str, static=True, choices=streams.FEATURES),
+    Hyper("y_max", 5.0, "label bound Y (clipping; the adversary's ±Y)", static=True, low=0.0, low_open=True),
+    Hyper("a", 1.0, "feature norm A", static=True, low=0.0, low_open=True),
+)
+
+STREAMS: dict[str, EnvEntry] = {
+    e.name: e
+    for e in (
+        EnvEntry(
+            "stochastic",
+            lambda horizon, link, sigma_means, **v: streams.stochastic(
+                LINKS[link], horizon=horizon, name="stochastic",
+                **{**v, "sigma": math.sqrt(v["sigma"]) if sigma_means == "variance" else v["sigma"]}),
+            _STREAM_COMMON + (
+                Hyper("link", "identity", "link φ of the label model", kind=str, static=True,
+                      choices=tuple(LINKS)),
+                Hyper("noise", "gaussian", "N(0, σ²) noise, or bounded ε = ±R w.p. σ²/(2R²) each (else 0)",
+                      kind=str, static=True, choices=streams.NOISES),
+                Hyper("sigma", 1.0, "noise scale σ (its std, or its variance: see sigma_means)", static=True,
+                      low=0.0),
+                Hyper("sigma_means", "std", "whether 'sigma' is the standard deviation or the variance",
+                      kind=str, static=True, choices=("std", "variance")),
+                Hyper("noise_bound", 1.0, "bound R on |ε| of the bounded noise", static=True, low=0.0,
+                      low_open=True),
+                Hyper("clip", "none", "clip labels to [−Y, Y], or the noise to ±(Y − AB)", kind=str,
+                      static=True, choices=streams.CLIPS),
+                Hyper("b", 1.0, "μ* ~ U[−B/√d, B/√d]^d, so ‖μ*‖ ≤ B", static=True, low=0.0),
+            ),
+            "labels φ(x_tᵀμ*) + ε_t (Zhao et al. 2023, §3.1, Conditions 3.2/3.3)",
+        ),
+        EnvEntry(
+            "adversarial",
+            lambda horizon, **v: streams.adversarial(horizon=horizon, name="adversarial", **v),
+            _STREAM_COMMON,
+            "±Y labels of Bartlett et al. (2015), Zhao et al. 2023 eq. (3.4)",
+        ),
+    )
+}
+
+
+def resolve_stream(config: dict[str, Any], horizon: int, where: str = "env") -> dict[str, Any]:
+    """Validate a stream config ``{"name": ..., **hyperparameters}`` for ``horizon`` rounds; fill defaults."""
+    entry = lookup(STREAMS, config.get("name"), where)
+    values = resolve_named(entry, config, where)
+    if entry.name == "adversarial" and horizon < values["d"]:
+        raise ConfigError(f"{where}: the adversarial labels need a full-rank design, so horizon >= d = "
+                          f"{values['d']}, got horizon = {horizon}")
+    if entry.name == "stochastic":
+        std = math.sqrt(values["sigma"]) if values["sigma_means"] == "variance" else values["sigma"]
+        if values["noise"] == "bounded" and std > values["noise_bound"]:
+            raise ConfigError(f"{where}: field 'sigma' (std {std:g}) must be <= noise_bound = "
+                              f"{values['noise_bound']:g} for bounded noise")
+        if values["clip"] == "noise" and values["y_max"] <= values["a"] * values["b"]:
+            raise ConfigError(f"{where}: field 'y_max' must exceed A·B = {values['a'] * values['b']:g} to "
+                              f"clip the noise to ±(Y − AB), got {values['y_max']:g}")
+    return {"name": entry.name, **values}
+
+
+def make_stream(name: str, horizon: int, **hyperparameters: Any) -> streams.Stream:
+    """Construct a registered online-regression stream after validating its hyperparameters.
+
+    Example: ``make_stream("stochastic", 2000, d=5, sigma=2.0)``.
+    """
+    config = resolve_stream({"name": name, **hyperparameters}, horizon, f"stream '{name}'")
+    return STREAMS[name].make(horizon, **{k: v for k, v in config.items() if k != "name"})

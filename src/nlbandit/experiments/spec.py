@@ -28,6 +28,17 @@ An experiment file::
     text = "Lin-ES is competitive with Lin-TS"
     check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
 
+``loop = "regression"`` makes an online-regression experiment (Zhao, Zhou, He & Gu 2023): ``[env]``
+names a stream of :data:`nlbandit.envs.registry.STREAMS`, the ``[[policies]]`` are learners of
+:data:`nlbandit.policies.learners.LEARNERS` (each with the regret it records), and a series may carry its
+own stream fields in an ``env`` table, merged over ``[env]`` (which may then omit ``name``)::
+
+    [[policies]]
+    label = "adversarial labels"
+    name = "ftrl"
+    regret = "adversarial"
+    env = { name = "adversarial" }
+
 Everything is validated before any computation; errors name the field and what is allowed.
 """
 
@@ -43,13 +54,17 @@ from typing import Any
 
 from nlbandit import __version__
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.envs.registry import env_entry, resolve_env
+from nlbandit.envs.registry import env_entry, resolve_env, resolve_stream
+from nlbandit.policies.learners import resolve_learner
 from nlbandit.policies.registry import check_policy_env, resolve_policy
 
 SCALES = ("quick", "full")
-EXTRA_PLOTS = ("anytime-constant",)
+LOOPS = ("bandit", "regression")
+EXTRA_PLOTS = ("anytime-constant", "regret-vs-d")
 """Report panels beside the regret curves: ``anytime-constant`` plots l(T₀, b) against b for the T₀ of
-the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b)."""
+the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b); ``regret-vs-d`` plots the mean
+regret at each of the ``checkpoints`` against the environment grid key ``d``, one panel per series and
+remaining grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)."""
 
 _TOP = (
     Hyper("name", None, "experiment name", kind=str, optional=True),
@@ -59,6 +74,11 @@ _TOP = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1),
     Hyper("record_points", 1000, "number of curve points kept", kind=int, low=2),
+    Hyper("curves", True, "plot the regret curves (one panel per environment case)", kind=bool),
+    Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
+          optional=True),
+    Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023)", kind=str,
+          choices=LOOPS),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots")
 _SCALE_KEYS = (
@@ -83,6 +103,7 @@ class RunConfig:
       case: the environment grid values of this run ({} without an environment grid).
       env, policy: fully resolved configs (registry name + every hyperparameter).
       horizon, n_seeds, record_points: simulation sizes; seeds are 0..n_seeds-1.
+      loop: ``bandit`` (env and policy registries) or ``regression`` (streams and learners).
     """
 
     label: str
@@ -92,10 +113,11 @@ class RunConfig:
     horizon: int
     n_seeds: int
     record_points: int
+    loop: str = "bandit"
 
     def identity(self) -> dict[str, Any]:
         """What determines the run's results (the label does not)."""
-        return {
+        ident = {
             "env": self.env,
             "policy": self.policy,
             "horizon": self.horizon,
@@ -103,6 +125,7 @@ class RunConfig:
             "record_points": self.record_points,
             "version": __version__,
         }
+        return ident if self.loop == "bandit" else {**ident, "loop": self.loop}
 
     @property
     def run_id(self) -> str:
@@ -143,6 +166,9 @@ class Experiment:
     labels: list[str] = field(default_factory=list)
     env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     plots: tuple[str, ...] = ()
+    loop: str = "bandit"
+    curves: bool = True
+    checkpoints: tuple[int, ...] = ()
 
 
 def _plots(value: Any, where: str) -> tuple[str, ...]:
@@ -153,6 +179,29 @@ def _plots(value: Any, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: field 'plots' must be a list of distinct names from "
                           f"{', '.join(repr(p) for p in EXTRA_PLOTS)}, got {value!r}")
     return tuple(value)
+
+
+def _checkpoints(value: tuple[float, ...] | None, horizon: int, where: str) -> tuple[int, ...]:
+    """The validated ``checkpoints`` field: increasing integer rounds in [1, horizon] (default: the horizon)."""
+    if value is None:
+        return (horizon,)
+    if any(not v.is_integer() or not 1 <= v <= horizon for v in value) or list(value) != sorted(set(value)):
+        raise ConfigError(f"{where}: field 'checkpoints' must be increasing integer rounds in [1, {horizon}], "
+                          f"got {list(value)}")
+    return tuple(int(v) for v in value)
+
+
+def _series_env(value: Any, regression: bool, where: str) -> dict[str, Any]:
+    """A series' own stream fields (``env = {...}`` in a ``[[policies]]`` table of a regression file)."""
+    if value is None:
+        return {}
+    if not regression:
+        raise ConfigError(f"{where}: field 'env' is allowed only with loop = 'regression'")
+    table = _table(value, f"{where}: field 'env'")
+    grids = [k for k, v in table.items() if isinstance(v, list)]
+    if grids:
+        raise ConfigError(f"{where}: field 'env.{grids[0]}' must be a single value (grids go in [env])")
+    return table
 
 
 def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -208,11 +257,11 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     env_raw = _table(raw.get("env"), f"{where}: field 'env'") if "env" in raw else None
     if env_raw is None:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
-    env_cases = []
-    array_fields = ("name",) + tuple(
-        h.name for h in env_entry(env_raw.get("name"), f"{where}: env").hypers if h.kind is list)
-    for env_cfg, varying in _expand(env_raw, array_fields):
-        env_cases.append((resolve_env(env_cfg, f"{where}: env"), tuple(sorted(varying.items()))))
+    regression = top["loop"] == "regression"
+    array_fields = ("name",) + (() if regression else tuple(
+        h.name for h in env_entry(env_raw.get("name"), f"{where}: env").hypers if h.kind is list))
+    env_cases = [(env_cfg if regression else resolve_env(env_cfg, f"{where}: env"), tuple(sorted(varying.items())))
+                 for env_cfg, varying in _expand(env_raw, array_fields)]
 
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
@@ -222,15 +271,22 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
+        series_env = _series_env(p.pop("env", None), regression, pwhere)
         for pol_cfg, varying in _expand(p, ("name",)):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
             if full_label in labels:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             labels.append(full_label)
             for env_cfg, case in env_cases:
-                resolved = resolve_policy(pol_cfg, f"{pwhere} ({full_label})")
-                check_policy_env(resolved, env_cfg, horizon, f"{pwhere} ({full_label})")
-                runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"]))
+                lwhere = f"{pwhere} ({full_label})"
+                if regression:
+                    env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")
+                    resolved = resolve_learner(pol_cfg, env_cfg, lwhere)
+                else:
+                    resolved = resolve_policy(pol_cfg, lwhere)
+                    check_policy_env(resolved, env_cfg, horizon, lwhere)
+                runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"],
+                                      top["loop"]))
 
     claims = []
     for i, c in enumerate(raw.get("claims", [])):
@@ -252,7 +308,14 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         labels=labels,
         env_cases=[case for _, case in env_cases],
         plots=_plots(raw.get("plots"), where),
+        loop=top["loop"],
+        curves=top["curves"],
+        checkpoints=_checkpoints(top["checkpoints"], horizon, where),
     )
+    if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
+        raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
+    if not exp.curves and not exp.plots:
+        raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
     from nlbandit.report.claims import validate_claim
 
     for i, claim in enumerate(claims):

@@ -323,7 +323,12 @@ def resolve_policy(config: dict[str, Any], where: str = "policy") -> dict[str, A
 
 def split_policy_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a resolved policy config into (static keyword arguments, traced hyperparameters)."""
-    entry = policy_entry(config["name"])
+    return split_config(policy_entry(config["name"]), config)
+
+
+def split_config(entry: PolicyEntry, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a resolved config of ``entry`` into (static keyword arguments, traced hyperparameters);
+    boundary-only hyperparameters go to neither."""
     static = entry.static_names()
     hp = {k: v for k, v in config.items() if k != "name" and k not in entry.boundary}
     return {k: v for k, v in hp.items() if k in static}, {k: v for k, v in hp.items() if k not in static}

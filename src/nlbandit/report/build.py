@@ -10,6 +10,7 @@ import io
 import json
 import os
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 
 from nlbandit import __version__
 from nlbandit.experiments.spec import Experiment, RunConfig
-from nlbandit.report.claims import ClaimResult, evaluate_claim, run_selector
+from nlbandit.report.claims import ClaimResult, evaluate_claim, grid_values, run_selector
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
 
@@ -64,7 +65,7 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
 
     out = []
     for c in exp.claims:
-        holds, values = evaluate_claim(c.check, curves, exp.horizon)
+        holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
         out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values))
     return out
 
@@ -106,8 +107,10 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = exp.env_cases
-    panels = len(cases) + len(exp.plots)
+    cases = exp.env_cases if exp.curves else []
+    extra = [(name, group) for name in exp.plots
+             for group in (_d_groups(exp) if name == "regret-vs-d" else [None])]
+    panels = len(cases) + len(extra)
     fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.4), squeeze=False)
     colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
@@ -118,21 +121,57 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
             ax.plot(row.stored.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
             ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
         ax.set_xlabel("round t")
-        ax.set_ylabel("cumulative pseudo-regret")
+        ax.set_ylabel(_regret_name(exp))
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
-        ax.set_title(title, fontsize=10)
+        ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax, name in zip(axes[0][len(cases):], exp.plots):
+    for ax, (name, group) in zip(axes[0][len(cases):], extra):
         if name == "anytime-constant":
             plot_anytime_constant(ax, exp)
-    fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds; bands: 95% CI of the mean)",
-                 fontsize=9)
+        else:
+            plot_regret_vs_d(ax, exp, rows, *group)
+    bands = "; bands: 95% CI of the mean" if cases else ""
+    fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     _atomic_write(path, buf.getvalue())
+
+
+def _regret_name(exp: Experiment) -> str:
+    """The y-axis label: pseudo-regret for bandits; the series' regrets and units for regression."""
+    if exp.loop == "bandit":
+        return "cumulative pseudo-regret"
+    kinds = sorted({r.policy["regret"] for r in exp.runs})
+    units = sorted({"square loss" if r.policy["units"] == "square" else "ℓ units" for r in exp.runs})
+    return f"cumulative {' / '.join(kinds)} regret ({', '.join(units)})"
+
+
+def _d_groups(exp: Experiment) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
+    """(label, case without d) pairs: one 'regret-vs-d' panel each."""
+    groups = {(r.label, tuple((k, v) for k, v in r.case if k != "d")): None for r in exp.runs}
+    return list(groups)
+
+
+def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], label: str, rest: tuple[tuple[str, Any], ...]) -> None:
+    """Mean regret (with a 10–90% band across seeds) at each checkpoint against d, for one series and
+    grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)."""
+    mine = sorted((r for r in rows if r.run.label == label and all(p in r.run.case for p in rest)),
+                  key=lambda r: dict(r.run.case)["d"])
+    ds = [dict(r.run.case)["d"] for r in mine]
+    for i, t in enumerate(exp.checkpoints):
+        at = [r.stored.cum_regret[:, np.searchsorted(r.stored.rounds, t, side="right") - 1] for r in mine]
+        ax.plot(ds, [a.mean() for a in at], "o-", color=f"C{i}", ms=4, lw=1.6, label=f"T = {t}")
+        ax.fill_between(ds, [np.quantile(a, 0.1) for a in at], [np.quantile(a, 0.9) for a in at],
+                        color=f"C{i}", alpha=0.15, lw=0)
+    ax.set_xlabel("dimension d")
+    ax.set_ylabel(_regret_name(exp))
+    ax.set_title(label + (" — " + ", ".join(f"{k}={v}" for k, v in rest) if rest else "")
+                 + " (band: 10–90% of seeds)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def plot_anytime_constant(ax, exp: Experiment) -> None:
@@ -185,16 +224,26 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
         "",
         f"![cumulative regret]({png.name})",
         "",
-        f"## Final cumulative pseudo-regret at T = {exp.horizon}",
+        f"## Final {_regret_name(exp)} at T = {exp.horizon}",
         "",
-        "| policy | case | mean | ± 95% CI | std | median | compile s | run s | µs / seed-round |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    regression = exp.loop == "regression"
+    if regression:
+        lines += ["Clipped labels: mean number per trial, and the trials with any (`cum_reward` of a regression "
+                  "run counts them).", ""]
+    extra_head = " regret | clipped labels |" if regression else ""
+    lines += [f"| policy | case |{extra_head} mean | ± 95% CI | std | median | compile s | run s | µs / seed-round |",
+              "|---|---|" + ("---|---:|" if regression else "") + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r.stored
         batch = f" (batch of {s.batch_size})" if s.batch_size > 1 else ""
+        extra_cells = ""
+        if regression:
+            clipped = s.cum_reward[:, -1]
+            extra_cells = (f" {r.run.policy['regret']} | {clipped.mean():.1f} ({int(np.sum(clipped > 0))}/"
+                           f"{clipped.size}) |")
         lines.append(
-            f"| {r.run.label} | {r.run.case_label or '—'} | {np.mean(r.final):.1f} | {r.ci95():.1f} | "
+            f"| {r.run.label} | {r.run.case_label or '—'} |{extra_cells} {np.mean(r.final):.1f} | {r.ci95():.1f} | "
             f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:.1f} | {np.median(r.final):.1f} | "
             f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
         )

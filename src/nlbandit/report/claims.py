@@ -14,8 +14,15 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   (instances whose regret still grows linearly);
 * ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded; runs
   simulated side by side in one grid share their batch's time equally);
-* ``l(t0, b)``: the doubling trick's constant factor l(T₀, b) with γ = 1/2, δ = 3/2
-  (:func:`nlbandit.theory.anytime_constant`; Sun, Wang & Xu 2025, Fig. 3b);
+* ``quantile(label, q, t=None, **case)``: the q-quantile across seeds of the regret at round t;
+* ``r2(label, key, t=None, **case)`` / ``slope(label, key, t=None, **case)``: R² and slope of the
+  least-squares line through the mean regret at round t against the environment grid key ``key`` (e.g.
+  ``r2('FTRL', 'd', t=1000, sigma=2.0)``: is the regret linear in d?);
+* theory values (plain numbers, :mod:`nlbandit.theory`): ``l(t0, b)``, the doubling trick's constant
+  factor l(T₀, b) with γ = 1/2, δ = 3/2 (Sun, Wang & Xu 2025, Fig. 3b); ``basis_regret(d, T, sigma2,
+  lam)``, FTRL's exact expected regret on Theorem 5.1's instance; ``mean_field(d, T, sigma2, lam)``, its
+  mean-field approximation with sphere features; ``ftrl_bound(d, T, sigma2, delta)``, Theorem 4.1's
+  bound (identity link; Zhao, Zhou, He & Gu 2023);
 * ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
@@ -33,10 +40,14 @@ from typing import Any, Callable
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
-from nlbandit.theory import anytime_constant
+from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field_regret, ftrl_regret_bound
 
 Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, float]]
 """``curves(label, case) -> (rounds (P,), cum_regret (S, P), run time in µs per seed-round)``."""
+
+_THEORY = {"l": (anytime_constant, 2), "basis_regret": (ftrl_basis_regret, 4),
+           "mean_field": (ftrl_mean_field_regret, 4), "ftrl_bound": (ftrl_regret_bound, 4)}
+_INTEGER_ARGS = {"basis_regret": (0, 1), "mean_field": (0, 1), "ftrl_bound": (0, 1)}  # d and T
 
 def _divide(a: float, b: float) -> float:
     """a / b in IEEE arithmetic (x/0 = ±inf, 0/0 = nan) rather than an exception."""
@@ -65,8 +76,8 @@ def _at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
 
 
 class _Evaluator:
-    def __init__(self, curves: Curves, horizon: int):
-        self.curves, self.horizon = curves, horizon
+    def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]]):
+        self.curves, self.horizon, self.grid = curves, horizon, grid
         self.trace: list[tuple[str, float]] = []
 
     def __call__(self, node: ast.AST) -> Any:
@@ -101,11 +112,36 @@ class _Evaluator:
         kwargs = {k.arg: self(k.value) for k in node.keywords}
         if name in ("min", "max", "abs", "sqrt") and not kwargs and args:
             return {"min": min, "max": max, "abs": abs, "sqrt": _sqrt}[name](*args)
-        if name == "l" and len(args) == 2 and not kwargs:
+        if name in _THEORY and len(args) == _THEORY[name][1] and not kwargs:
+            fn, _ = _THEORY[name]
+            ints = _INTEGER_ARGS.get(name, ())
             try:
-                value = anytime_constant(float(args[0]), float(args[1]))
-            except ValueError as e:
+                value = fn(*(int(a) if i in ints and float(a).is_integer() else float(a) for i, a in enumerate(args)))
+            except (TypeError, ValueError) as e:
                 raise ConfigError(f"{ast.unparse(node)}: {e}") from None
+            self.trace.append((ast.unparse(node), value))
+            return value
+        if name in ("r2", "slope") and len(args) == 2 and all(isinstance(a, str) for a in args):
+            label, key = args
+            t = kwargs.pop("t", None)
+            xs = self.grid(key)
+            if len(xs) < 3 or key in kwargs:
+                raise ConfigError(f"{ast.unparse(node)}: {key!r} must be an environment grid key with at least 3 "
+                                  f"values (got {xs})")
+            ys = np.array([np.mean(_at(*self.curves(label, {**kwargs, key: x})[:2], t)) for x in xs])
+            xs = np.asarray(xs, float)
+            slope, intercept = np.polyfit(xs, ys, 1)
+            total = np.sum((ys - ys.mean()) ** 2)
+            value = float(slope) if name == "slope" else float(
+                1.0 - np.sum((ys - slope * xs - intercept) ** 2) / total if total > 0 else 1.0)
+            self.trace.append((ast.unparse(node), value))
+            return value
+        if name == "quantile" and len(args) == 2 and isinstance(args[0], str):
+            q = float(args[1])
+            if not 0.0 <= q <= 1.0:
+                raise ConfigError(f"{ast.unparse(node)}: the quantile must be in [0, 1], got {q}")
+            rounds, cum, _ = self.curves(args[0], {k: v for k, v in kwargs.items() if k != "t"})
+            value = float(np.quantile(_at(rounds, cum, kwargs.get("t")), q))
             self.trace.append((ast.unparse(node), value))
             return value
         if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
@@ -149,7 +185,9 @@ class _Evaluator:
             return value
         raise ConfigError(
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), se(label), "
-            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), l(t0, b), min, max, abs, sqrt"
+            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), quantile(label, q), "
+            "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
+            "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
         )
 
 
@@ -170,14 +208,22 @@ class ClaimResult:
         return self.holds == (self.expect == "pass")
 
 
-def evaluate_claim(check: str, curves: Curves, horizon: int) -> tuple[bool, list[tuple[str, float]]]:
-    """Evaluate ``check``; return its truth and the values of every regret/std/increment call."""
+def evaluate_claim(check: str, curves: Curves, horizon: int,
+                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool, list[tuple[str, float]]]:
+    """Evaluate ``check``; return its truth and the values of every regret/std/increment call.
+
+    ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``)."""
     try:
         tree = ast.parse(" ".join(check.splitlines()), mode="eval")  # a claim may span several lines
     except SyntaxError as e:
         raise ConfigError(f"claim {check!r} is not a valid expression: {e.msg}") from None
-    ev = _Evaluator(curves, horizon)
+    ev = _Evaluator(curves, horizon, grid)
     return bool(ev(tree)), ev.trace
+
+
+def grid_values(exp) -> Callable[[str], list[Any]]:
+    """``grid(key)``: the sorted values an environment grid key takes in ``exp``."""
+    return lambda key: sorted({dict(r.case)[key] for r in exp.runs if key in dict(r.case)})
 
 
 def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], Any]:
@@ -205,6 +251,6 @@ def validate_claim(check: str, exp, where: str) -> None:
         return np.array([exp.horizon]), np.ones((2, 1)), 1.0
 
     try:
-        evaluate_claim(check, fake, exp.horizon)
+        evaluate_claim(check, fake, exp.horizon, grid_values(exp))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None

@@ -1,0 +1,150 @@
+"""Online-regression streams (x_t, y_t) of Zhao, Zhou, He & Gu (2023), §3 and §4.2 (spec 000 §1.2, §3, §4).
+
+Labels never depend on the learner's predictions (the adversary of eq. (3.4) sees only the design and
+its own past labels), so a stream draws a whole trial at once: ``sample(key) -> StreamData`` with the
+T × d design and the T labels. Features are ``sphere`` (uniform on the sphere of radius A, i.e.
+g/‖g‖ with g ~ N(0, I_d)) or ``basis`` (round robin over the standard basis, x_t = A e_{(t−1) mod d}:
+the lower-bound instance of Theorem 5.1, spec 000 §4.3).
+
+* :func:`stochastic`: y_t = φ(x_tᵀμ*) + ε_t with μ* ~ U[−B/√d, B/√d]^d (so ‖μ*‖ ≤ B) and i.i.d. noise:
+  ``gaussian`` N(0, σ²) (Condition 3.2), or ``bounded`` ε = ±R with probability σ²/(2R²) each and 0
+  otherwise (Condition 3.3 with |ε| ≤ R and E ε² = σ²: the case where R and σ differ, Remark 3.4).
+  ``clip``: ``label`` clips y_t to [−Y, Y] (Fig. 2's literal wording; it shrinks the label's mean, so μ*
+  is slightly misspecified), ``noise`` clips ε_t to ±(Y − AB) (zero-mean noise, labels in [−Y, Y]).
+* :func:`adversarial`: the labels of Bartlett et al. (2015) as used in eq. (3.4): y_t = +Y with
+  probability p_t = ½ + m_t/(2Y), else −Y, where m_t = x_tᵀP_t s_{t−1}, s_{t−1} = Σ_{τ<t} y_τ x_τ and
+  P_t⁻¹ = Σ_{τ≤t} x_τx_τᵀ + Σ_{τ>t} q_τ/(1+q_τ) x_τx_τᵀ, q_τ = x_τᵀP_τx_τ. Deviation (a typo fix,
+  spec 000 §3): the paper's denominator 2B is Bartlett's label bound, i.e. 2Y, which makes E[y_t | past]
+  = m_t, the minimax forecaster's prediction. p_t is clipped to [0, 1] and the clipped rounds are
+  counted, since Bartlett's validity condition is not guaranteed for random features. The backward
+  recursion P_{t−1} = P_t + (P_t x_t)(P_t x_t)ᵀ from P_T = (XᵀX)⁻¹ gives every v_t = P_t x_t in O(Td²)
+  (the design must have full rank: T ≥ d). The stream has no μ*.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from nlbandit.core.keys import normal
+from nlbandit.envs.synthetic import sample_vectors
+from nlbandit.models.links import LINKS, Link
+
+FEATURES = ("sphere", "basis")
+NOISES = ("gaussian", "bounded")
+CLIPS = ("none", "label", "noise")
+
+
+class StreamData(NamedTuple):
+    """One trial of a stream.
+
+    Attributes:
+      x: (T, d) features.
+      y: (T,) labels.
+      z_star: (T,) x_tᵀμ* (zeros when the stream has no μ*).
+      clipped: (T,) bool, the rounds whose label or label probability was clipped.
+    """
+
+    x: jax.Array
+    y: jax.Array
+    z_star: jax.Array
+    clipped: jax.Array
+
+
+class Stream(NamedTuple):
+    """An online-regression stream.
+
+    Attributes:
+      name: registry name.
+      d, horizon: feature dimension and trial length T.
+      link: the link φ of the model the labels follow (identity for the adversarial stream).
+      sample: ``sample(key) -> StreamData``.
+      has_truth: whether labels come from a true μ* (the stochastic regret (3.3) needs one).
+      feature_bound, param_bound: A ≥ ‖x_t‖ and B ≥ ‖μ*‖ (for the theory λ = 4A²K²/κ).
+    """
+
+    name: str
+    d: int
+    horizon: int
+    link: Link
+    sample: Callable[[jax.Array], StreamData]
+    has_truth: bool
+    feature_bound: float
+    param_bound: float
+
+
+def _features(key, horizon: int, d: int, kind: str, a: float) -> jax.Array:
+    if kind == "basis":
+        return a * jnp.eye(d)[jnp.arange(horizon) % d]
+    return a * sample_vectors(key, horizon, d, "sphere")
+
+
+def stochastic(link: Link, d: int, horizon: int, *, features: str = "sphere", noise: str = "gaussian",
+               sigma: float = 1.0, noise_bound: float = 1.0, clip: str = "none", y_max: float = 5.0,
+               a: float = 1.0, b: float = 1.0, name: str = "stochastic") -> Stream:
+    """Labels φ(x_tᵀμ*) + ε_t (see the module docstring); σ is the noise's standard deviation."""
+
+    def sample(key) -> StreamData:
+        k_theta, k_x, k_noise, k_sign = jax.random.split(key, 4)
+        mu = b * sample_vectors(k_theta, 1, d, "cube")[0]
+        x = _features(k_x, horizon, d, features, a)
+        z = x @ mu
+        if noise == "gaussian":
+            eps = sigma * normal(k_noise, (horizon,))
+        else:
+            hit = jax.random.uniform(k_noise, (horizon,), jnp.float64) < sigma**2 / noise_bound**2
+            eps = jnp.where(hit, noise_bound * jax.random.rademacher(k_sign, (horizon,), jnp.float64), 0.0)
+        clipped = jnp.zeros(horizon, bool)
+        if clip == "noise":
+            limit = y_max - a * b
+            clipped = jnp.abs(eps) > limit
+            eps = jnp.clip(eps, -limit, limit)
+        y = link.mean(z) + eps
+        if clip == "label":
+            clipped = jnp.abs(y) > y_max
+            y = jnp.clip(y, -y_max, y_max)
+        return StreamData(x, y, z, clipped)
+
+    return Stream(name, d, horizon, link, sample, True, a, b)
+
+
+def bartlett_directions(x: jax.Array) -> jax.Array:
+    """v_t = P_t x_t for every round (T, d), by the backward recursion from P_T = (XᵀX)⁻¹."""
+
+    def back(p, xt):
+        v = p @ xt
+        return p + jnp.outer(v, v), v
+
+    _, v = jax.lax.scan(back, jnp.linalg.inv(x.T @ x), x, reverse=True)
+    return v
+
+
+def bartlett_labels(x: jax.Array, key: jax.Array, y_max: float) -> tuple[jax.Array, jax.Array]:
+    """Labels ±Y of eq. (3.4) for the design ``x`` (T, d): y_t = +Y with probability
+    clip(½ + m_t/(2Y), 0, 1), m_t = v_tᵀ s_{t−1}; returns (y (T,), clipped (T,) bool)."""
+    v = bartlett_directions(x)
+    u = jax.random.uniform(key, (x.shape[0],), jnp.float64)
+
+    def forward(s, inputs):
+        xt, vt, ut = inputs
+        p = 0.5 + (vt @ s) / (2.0 * y_max)
+        y = jnp.where(ut < jnp.clip(p, 0.0, 1.0), y_max, -y_max)
+        return s + y * xt, (y, (p < 0.0) | (p > 1.0))
+
+    _, (y, clipped) = jax.lax.scan(forward, jnp.zeros(x.shape[1]), (x, v, u))
+    return y, clipped
+
+
+def adversarial(d: int, horizon: int, *, features: str = "sphere", y_max: float = 5.0,
+                a: float = 1.0, name: str = "adversarial") -> Stream:
+    """The ±Y labels of Bartlett et al. (2015), eq. (3.4) with the 2Y denominator (module docstring)."""
+
+    def sample(key) -> StreamData:
+        k_x, k_y = jax.random.split(key)
+        x = _features(k_x, horizon, d, features, a)
+        y, clipped = bartlett_labels(x, k_y, y_max)
+        return StreamData(x, y, jnp.zeros(horizon), clipped)
+
+    return Stream(name, d, horizon, LINKS["identity"], sample, False, a, 0.0)
