@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
-from nlbandit.envs import streams, synthetic
+from nlbandit.envs import heteroscedastic, streams, synthetic
 from nlbandit.models.links import LINKS
 
 _VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
@@ -48,6 +48,30 @@ ENVS: dict[str, EnvEntry] = {
     for e in (
         EnvEntry("linear", synthetic.linear, _COMMON, "linear rewards xᵀθ* + N(0, σ²)"),
         EnvEntry(
+            "heteroscedastic",
+            heteroscedastic.heteroscedastic,
+            (
+                _COMMON[0], _COMMON[1],
+                Hyper("link", "identity", "mean φ(aᵀθ*): identity or logistic", kind=str, static=True,
+                      choices=("identity", "logistic")),
+                Hyper("schedule", "constant", "noise level σ_t: constant σ_low, rare bursts of σ_high, decaying, "
+                      "or arm-dependent", kind=str, static=True, choices=heteroscedastic.SCHEDULES),
+                Hyper("sigma_low", 0.01, "noise level σ_low", static=True, low=0.0),
+                Hyper("sigma_high", 1.0, "noise level σ_high (the noise bound of the environment)", static=True,
+                      low=0.0),
+                Hyper("burst_prob", 0.1, "probability of a σ_high round (schedule = 'burst')", static=True,
+                      low=0.0, high=1.0),
+                Hyper("arms", "sphere", "arm feature distribution", kind=str, static=True, choices=_VECTOR_DISTS),
+                Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=_VECTOR_DISTS),
+                Hyper("contexts", "fresh", "a fresh arm set every round (spec 000 §6.5), or one pool", kind=str,
+                      static=True, choices=("fixed", "fresh")),
+                Hyper("theta_norm", None, "rescale θ* to this norm (omitted: keep the drawn norm)", static=True,
+                      low=0.0, low_open=True, optional=True),
+            ),
+            "heteroscedastic GLM bandit: φ(aᵀθ*) + σ_t·Rademacher, σ_t revealed after acting (Zhao et al. "
+            "2023 §6)",
+        ),
+        EnvEntry(
             "logistic",
             synthetic.logistic,
             _COMMON
@@ -70,6 +94,11 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
     values = resolve_named(entry, config, where)
+    if entry.name == "heteroscedastic":
+        if values["sigma_low"] > values["sigma_high"]:
+            raise ConfigError(f"{where}: field 'sigma_low' = {values['sigma_low']:g} must be <= sigma_high = "
+                              f"{values['sigma_high']:g}")
+        return {"name": entry.name, **values}
     d, k = values["d"], values["k"]
     if values["theta_star"] is not None and len(values["theta_star"]) != d:
         raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")

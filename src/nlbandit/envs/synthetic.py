@@ -47,8 +47,10 @@ def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
 _THETA_VARIANCE = {"3/d^2": lambda d: 3.0 / d**2, "3/d": lambda d: 3.0 / d}
 
 
-def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, theta_var: str | None,
-           theta_star, arm_set):
+def instance_reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, theta_var: str | None,
+                   theta_star, arm_set):
+    """``reset(key) -> Instance``: θ* and the fixed arm pool drawn with the module's instance options."""
+
     def reset(key):
         k_theta, k_arms = jax.random.split(key)
         if theta_star is not None:
@@ -65,7 +67,9 @@ def _reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float | None, t
     return reset
 
 
-def _observe(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float):
+def arm_observer(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float):
+    """``observe(state, key, t) -> (contexts, mask)``: the fixed pool or a fresh draw, with availability."""
+
     def observe(state, key, t):
         k_ctx, k_mask = jax.random.split(key)
         ctx = state.arms if contexts == "fixed" else sample_vectors(k_ctx, spec.k, spec.d, arms)
@@ -92,8 +96,8 @@ def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere",
     def pull(state, key, t, ctx, arm):
         return Feedback(reward(key, mean_fn(state, ctx)[arm]))
 
-    reset = _reset(spec, arms, theta, theta_norm, theta_var, theta_star, arm_set)
-    return Env(name, spec, reset, _observe(spec, arms, contexts, avail_prob), pull, mean_fn, contexts == "fixed")
+    reset = instance_reset(spec, arms, theta, theta_norm, theta_var, theta_star, arm_set)
+    return Env(name, spec, reset, arm_observer(spec, arms, contexts, avail_prob), pull, mean_fn, contexts == "fixed")
 
 
 def linear(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:

@@ -18,6 +18,8 @@ An experiment file::
     name = "linear"
     d = 20
 
+    # or several named cases (each may hold grids too):  [[env]]  case = "low"  name = ...
+
     [[policies]]                     # one table per policy; a list value is a grid
     label = "Lin-ES"
     name = "lin-es"
@@ -254,14 +256,23 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if seeds is not None:
         Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
 
-    env_raw = _table(raw.get("env"), f"{where}: field 'env'") if "env" in raw else None
-    if env_raw is None:
+    if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
     regression = top["loop"] == "regression"
-    array_fields = ("name",) + (() if regression else tuple(
-        h.name for h in env_entry(env_raw.get("name"), f"{where}: env").hypers if h.kind is list))
-    env_cases = [(env_cfg if regression else resolve_env(env_cfg, f"{where}: env"), tuple(sorted(varying.items())))
-                 for env_cfg, varying in _expand(env_raw, array_fields)]
+    env_cases = []
+    for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
+        ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
+        env_raw = dict(_table(env_raw, f"{ewhere}"))
+        name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
+        if isinstance(raw["env"], list) and name is None:
+            raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
+        array_fields = ("name",) + (() if regression else tuple(
+            h.name for h in env_entry(env_raw.get("name"), ewhere).hypers if h.kind is list))
+        for env_cfg, varying in _expand(env_raw, array_fields):
+            case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
+            env_cases.append((env_cfg if regression else resolve_env(env_cfg, ewhere), case))
+    if len({case for _, case in env_cases}) < len(env_cases):
+        raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
 
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
@@ -283,8 +294,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                     env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")
                     resolved = resolve_learner(pol_cfg, env_cfg, lwhere)
                 else:
-                    resolved = resolve_policy(pol_cfg, lwhere)
-                    check_policy_env(resolved, env_cfg, horizon, lwhere)
+                    resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), env_cfg, horizon, lwhere)
                 runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"],
                                       top["loop"]))
 

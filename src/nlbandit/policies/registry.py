@@ -14,7 +14,9 @@ from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.envs.registry import reward_range
 from nlbandit.models.links import LINKS
-from nlbandit.policies import baselines, glm, linear, logistic
+from nlbandit.theory import ftrl_lambda
+from nlbandit.models.ftrl import SOLVERS
+from nlbandit.policies import baselines, glm, hetero, linear, logistic
 from nlbandit.policies.anytime import SCHEDULES, WARMUP_SCOPES, anytime, epoch_table
 from nlbandit.policies.warmup import WARMUPS, warmup_min_length
 
@@ -43,6 +45,8 @@ class PolicyEntry:
       check: ``check(policy_config, env_config, horizon, where)`` raises :class:`ConfigError` when the
         policy cannot run on that environment (cross-field validation at the boundary).
       boundary: hyperparameters used only by ``check`` (neither passed to ``make`` nor traced).
+      adapt: ``adapt(policy_config, env_config) -> policy_config`` fills values that follow the
+        environment (``link = "env"``), before ``check``.
     """
 
     name: str
@@ -52,6 +56,7 @@ class PolicyEntry:
     finalize: Callable[[dict[str, Any]], dict[str, Any]] = lambda values: values
     check: Callable[[dict[str, Any], dict[str, Any], int, str], None] | None = None
     boundary: tuple[str, ...] = ()
+    adapt: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
 
     def static_names(self) -> tuple[str, ...]:
         """Names of the shape- or code-path-changing hyperparameters (passed to ``make``)."""
@@ -62,7 +67,8 @@ def _glm_hypers(solver: str = "newton", warmup: str = "basis", warmup_rounds: in
                 backends: tuple[str, ...] = ("arms", "history")) -> tuple[Hyper, ...]:
     """Options shared by the GLM policies (:func:`nlbandit.policies.glm.glm_setup`)."""
     return (
-        Hyper("link", "logistic", "GLM link μ", kind=str, static=True, choices=tuple(LINKS)),
+        Hyper("link", "logistic", "GLM link μ ('env': the environment's link)", kind=str, static=True,
+              choices=tuple(LINKS) + ("env",)),
         Hyper("lam", 1.0, "ridge λ of the regularised MLE and of G = λI + Σ xxᵀ (spec 002 §7.3)", low=0.0),
         Hyper("backend", backends[0], "data layout: per-arm sufficient statistics (fixed arms), or the full "
               "history", kind=str, static=True, choices=backends),
@@ -119,9 +125,19 @@ def _check_glm(config: dict[str, Any], env: dict[str, Any], horizon: int, where:
         raise ConfigError(f"{where}: field 'warmup_rounds' must be >= 1 with warmup = '{config['warmup']}'")
 
 
+def env_link(env: dict[str, Any]) -> str:
+    """The link of an environment's mean reward: its ``link`` field, else identity for ``linear`` and
+    logistic for ``logistic``."""
+    return env.get("link") or {"linear": "identity"}.get(env["name"], "logistic")
+
+
+def _link_from_env(config: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    return {**config, "link": env_link(env)} if config["link"] == "env" else config
+
+
 def _glm_entry(name: str, make, own: tuple[Hyper, ...], doc: str, **defaults: Any) -> PolicyEntry:
     return PolicyEntry(name, make, own + _glm_hypers(**defaults), doc, check=_check_glm,
-                       boundary=("rewards_outside_link",))
+                       boundary=("rewards_outside_link",), adapt=_link_from_env)
 
 
 _WIDTH = Hyper("width", "constant", "confidence width: the constant alpha, or the theory value", kind=str,
@@ -216,6 +232,58 @@ LOGISTIC_POLICIES = (
 )
 
 
+def _check_mor_ucb(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str) -> None:
+    """MOR-UCB needs the variance bounds of a heteroscedastic environment with its link and noise bound."""
+    if env["name"] != "heteroscedastic":
+        raise ConfigError(f"{where}: policy 'mor-ucb' needs the variance bounds σ_t of environment "
+                          f"'heteroscedastic', got environment '{env['name']}'")
+    if config["link"] != env["link"]:
+        raise ConfigError(f"{where}: field 'link' {config['link']!r} differs from the environment's link "
+                          f"{env['link']!r}")
+    if config["noise_bound"] < env["sigma_high"]:
+        raise ConfigError(f"{where}: field 'noise_bound' R = {config['noise_bound']:g} must bound the noise: the "
+                          f"environment's sigma_high is {env['sigma_high']:g}")
+
+
+def _mor_ucb_lambda(values: dict[str, Any]) -> dict[str, Any]:
+    """λ omitted → the theory 4K²/κ of the link (once the link is known)."""
+    if values["lam"] is None and values["link"] != "env":
+        values["lam"] = ftrl_lambda(values["link"])
+    return values
+
+
+def _mor_ucb_env(config: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """link = 'env' → the environment's link, then λ from it when omitted."""
+    return _mor_ucb_lambda(_link_from_env(config, env))
+
+
+HETERO_POLICIES = (
+    PolicyEntry(
+        "mor-ucb",
+        hetero.mor_ucb,
+        (
+            Hyper("link", "identity", "GLM link φ, the environment's ('env' takes it from the environment)",
+                  kind=str, static=True, choices=tuple(LINKS) + ("env",)),
+            Hyper("noise_bound", 1.0, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True),
+            Hyper("sigma_bar", None, "smallest layer's noise level σ̄ (omitted: R/√d; σ̄ = R: one layer)",
+                  static=True, low=0.0, low_open=True, optional=True),
+            Hyper("delta", 0.05, "confidence level δ of β_{t,l}", static=True, low=0.0, high=1.0, low_open=True,
+                  high_open=True),
+            Hyper("lam", None, "λ of λ‖θ‖² per layer (omitted: the theory 4K²/κ)", low=0.0, low_open=True,
+                  optional=True),
+            Hyper("beta_scale", 1.0, "multiplier of the theory radii β_{t,l} (1 = theory)", low=0.0,
+                  low_open=True),
+            Hyper("solver", "auto", "per-layer FTRL solver: closed form (identity link) or Newton", kind=str,
+                  static=True, choices=SOLVERS),
+        ),
+        "MOR-UCB (Zhao et al. 2023, Alg. 2): variance-layered FTRL estimates, min over layers of the UCBs",
+        _mor_ucb_lambda,
+        _check_mor_ucb,
+        adapt=_mor_ucb_env,
+    ),
+)
+
+
 POLICIES: dict[str, PolicyEntry] = {
     e.name: e
     for e in (
@@ -265,6 +333,7 @@ POLICIES: dict[str, PolicyEntry] = {
     )
     + GLM_POLICIES
     + LOGISTIC_POLICIES
+    + HETERO_POLICIES
 }
 
 
@@ -304,7 +373,7 @@ def _anytime_entry(base: PolicyEntry) -> PolicyEntry:
 
     return PolicyEntry(base.name + ANYTIME_SUFFIX, make, base.hypers + _ANYTIME_HYPERS,
                        f"{base.doc}, anytime (doubling trick, full restarts; schedule sun2025 overrides m and "
-                       "σ_R)", finalize, base.check, base.boundary)
+                       "σ_R)", finalize, base.check, base.boundary, base.adapt)
 
 
 def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
@@ -334,11 +403,16 @@ def split_config(entry: PolicyEntry, config: dict[str, Any]) -> tuple[dict[str, 
     return {k: v for k, v in hp.items() if k in static}, {k: v for k, v in hp.items() if k not in static}
 
 
-def check_policy_env(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str = "policy") -> None:
-    """Cross-check a resolved policy config against a resolved environment config and the horizon."""
+def check_policy_env(config: dict[str, Any], env: dict[str, Any], horizon: int,
+                     where: str = "policy") -> dict[str, Any]:
+    """Fill the values of a resolved policy config that follow the environment (``adapt``), cross-check it
+    against the resolved environment config and the horizon, and return it."""
     entry = policy_entry(config["name"], where)
+    if entry.adapt is not None:
+        config = entry.adapt(config, env)
     if entry.check is not None:
         entry.check(config, env, horizon, where)
+    return config
 
 
 def make_policy(name: str, spec: ProblemSpec, **hyperparameters: Any) -> tuple[Policy, dict[str, Any]]:
@@ -347,6 +421,9 @@ def make_policy(name: str, spec: ProblemSpec, **hyperparameters: Any) -> tuple[P
     Example: ``policy, params = make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
     config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'")
+    if config.get("link") == "env":
+        raise ConfigError(f"policy '{name}': field 'link' 'env' takes the link from an experiment file's "
+                          "environment; give the link here")
     static, traced = split_policy_config(config)
     return policy_entry(name).make(spec, **static), {k: jnp.asarray(v, jnp.float64) for k, v in traced.items()}
 

@@ -1,0 +1,154 @@
+"""MOR-UCB (Zhao, Zhou, He & Gu 2023, Algorithm 2) on heteroscedastic bandits: layer assignment (spec 000 §6.1
+item 5), confidence-set coverage (§6.5 item 15), layer routing (item 19), and every decision against a float64
+NumPy reference of the upper bounds; bad input."""
+
+import math
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.core.hyper import ConfigError
+from nlbandit.policies.hetero import confidence_radii, layer_index, n_layers
+
+
+def test_layer_assignment_table():
+    """Spec §6.1 item 5: σ̄ = 0.01, R = 1 gives L = 7 and the table below (σ_t above R clamped); R ≤ σ̄: L = 1;
+    the documented clamps for NaN and negative bounds."""
+    assert n_layers(1.0, 0.01) == 7 and n_layers(1.0, 1.0) == 1 and n_layers(0.5, 1.0) == 1
+    table = {0.005: 0, 0.01: 0, 0.019: 0, 0.02: 1, 0.5: 5, 1.0: 6, 3.0: 6, -1.0: 0, math.nan: 6}
+    got = {s: int(layer_index(jnp.asarray(s), 0.01, 1.0, 7)) for s in table}
+    assert got == table
+    # every layer l holds exactly the levels in [2^l σ̄, 2^{l+1} σ̄) (higher layer at a power of two)
+    for level in np.geomspace(0.01, 0.999, 200):
+        lay = int(layer_index(jnp.asarray(level), 0.01, 1.0, 7))
+        assert 2.0**lay * 0.01 <= level * (1 + 1e-12) and (level < 2.0 ** (lay + 1) * 0.01 or lay == 6)
+
+
+def play(env, policy, params, horizon, seed=0):
+    """Drive ``policy`` round by round; return per-round (contexts, arm, reward, σ_t, state after update)."""
+    keys = nb.core.keys.seed_keys(seed)
+    env_state = env.reset(keys.env_reset)
+    state = policy.init(params, keys.policy_init)
+    act, update = jax.jit(policy.act), jax.jit(policy.update)
+    log = []
+    for t in range(1, horizon + 1):
+        tt = jnp.asarray(t)
+        ctx, mask = env.observe(env_state, nb.core.keys.round_key(keys.env_observe, t), tt)
+        arm = act(params, state, nb.core.keys.round_key(keys.policy_act, t), ctx, mask, tt)
+        fb = env.pull(env_state, nb.core.keys.round_key(keys.env_pull, t), tt, ctx, arm)
+        state = update(params, state, nb.core.keys.round_key(keys.policy_update, t), ctx[arm], fb, tt)
+        log.append((np.asarray(ctx), int(arm), float(fb.reward), float(fb.variance_bound), state))
+    return env_state, log
+
+
+def test_coverage_routing_and_decisions_against_numpy():
+    """In the "mixed" case (σ_t = 1 w.p. 0.1, else 0.01; d = 5, 20 fresh arms, R = 1, σ̄ = 0.01, theory β):
+    every non-empty layer's ellipsoid ‖θ̂_l − θ*‖_{Σ_l} ≤ β_{t,l} holds at every round (Lemma B.1); about 10%
+    of the rounds (±3%) go to layer L−1 and the rest to layer 0; each chosen arm maximises the upper bound
+    min_l θ̂_lᵀa + β_{t,l}‖a‖_{Σ_l⁻¹} of a float64 NumPy refit of every layer (ridge 2λ, λ = 4)."""
+    horizon, d = 600, 5
+    env = nb.make_env("heteroscedastic", d=d, k=20, schedule="burst", sigma_low=0.01, sigma_high=1.0, burst_prob=0.1)
+    policy, params = nb.make_policy("mor-ucb", nb.ProblemSpec(d, 20, horizon), sigma_bar=0.01)
+    env_state, log = play(env, policy, params, horizon)
+    theta = np.asarray(env_state.theta)
+    layers = 7
+    data = {lay: ([], []) for lay in range(layers)}
+    worst = 0.0
+    for t, (ctx, arm, reward, sigma, state) in enumerate(log, start=1):
+        beta = np.asarray(confidence_radii(t, 4.0, d=d, layers=layers, sigma_bar=0.01, noise_bound=1.0, delta=0.05,
+                                           link="identity"))
+        # the decision of round t from the data before it
+        ucb = np.full((layers, len(ctx)), np.inf)
+        for lay, (xs, ys) in data.items():
+            x = np.array(xs).reshape(-1, d)
+            gram = 8.0 * np.eye(d) + x.T @ x
+            est = np.linalg.solve(gram, x.T @ np.array(ys)) if xs else np.zeros(d)
+            ucb[lay] = ctx @ est + beta[lay] * np.sqrt(np.einsum("kd,de,ke->k", ctx, np.linalg.inv(gram), ctx))
+        upper = ucb.min(axis=0)
+        assert upper[arm] >= upper.max() - 1e-9 * max(1.0, abs(upper.max()))
+        lay = 6 if sigma > 0.5 else 0
+        data[lay][0].append(ctx[arm])
+        data[lay][1].append(reward)
+        # coverage of the layers after the update, with β of the next round
+        beta_next = np.asarray(confidence_radii(t + 1, 4.0, d=d, layers=layers, sigma_bar=0.01, noise_bound=1.0,
+                                                delta=0.05, link="identity"))
+        for lay in np.flatnonzero(np.asarray(state.n)):
+            err = np.asarray(state.theta[lay]) - theta
+            norm = math.sqrt(err @ np.linalg.inv(np.asarray(state.h_inv[lay])) @ err)
+            worst = max(worst, norm / beta_next[lay])
+    assert 0 < worst <= 1.0
+    counts = np.asarray(log[-1][4].n)
+    assert counts.sum() == horizon and counts[1:6].sum() == 0
+    assert abs(counts[6] / horizon - 0.1) <= 0.03
+
+
+def test_variance_awareness_at_small_scale():
+    """Spec §6.5 item 16 at 3 seeds, T = 1000, β × 0.1: in the low-noise case MOR-UCB (σ̄ = 0.01) has below
+    0.5 × the regret of the single layer (σ̄ = R)."""
+    env = nb.make_env("heteroscedastic", d=5, k=20, schedule="constant", sigma_low=0.01)
+    spec = nb.ProblemSpec(5, 20, 1000)
+    regret = {}
+    for sigma_bar in (0.01, 1.0):
+        policy, params = nb.make_policy("mor-ucb", spec, sigma_bar=sigma_bar, beta_scale=0.1)
+        regret[sigma_bar] = nb.simulate(env, policy, params, 1000, range(3)).final_regret.mean()
+    assert regret[0.01] < 0.5 * regret[1.0]
+
+
+@pytest.mark.parametrize("kwargs, env_kwargs, expected", [
+    ({"noise_bound": 0.5}, {}, "field 'noise_bound' R = 0.5 must bound the noise"),
+    ({"link": "logistic"}, {}, "field 'link' 'logistic' differs from the environment's link 'identity'"),
+    ({"sigma_bar": 0.0}, {}, "field 'sigma_bar' must be a number > 0"),
+    ({"beta_scale": -1.0}, {}, "field 'beta_scale' must be a number > 0"),
+    ({}, {"sigma_low": 2.0}, "field 'sigma_low' = 2 must be <= sigma_high = 1"),
+])
+def test_bad_input(kwargs, env_kwargs, expected):
+    from nlbandit.envs.registry import resolve_env
+    from nlbandit.policies.registry import check_policy_env, resolve_policy
+
+    with pytest.raises(ConfigError, match=expected.replace("(", r"\(")):
+        env = resolve_env({"name": "heteroscedastic", "d": 3, "k": 4, **env_kwargs})
+        check_policy_env(resolve_policy({"name": "mor-ucb", **kwargs}), env, 100)
+    with pytest.raises(ConfigError, match="variance bounds"):
+        check_policy_env(resolve_policy({"name": "mor-ucb"}), resolve_env({"name": "linear", "d": 3, "k": 4}), 100)
+    with pytest.raises(ConfigError, match="field 'link' 'env' takes the link"):
+        nb.make_policy("mor-ucb", nb.ProblemSpec(3, 4, 100), link="env")
+
+
+def test_named_env_cases_and_links_from_the_environment(tmp_path):
+    """``[[env]]`` lists named cases (each may hold grids); ``link = "env"`` takes each case's link, and
+    MOR-UCB's λ follows it (4K²/κ: 4 for the identity link, 1.2715 for the logistic)."""
+    from nlbandit.experiments.spec import load_experiment
+
+    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
+    assert {dict(r.case)["case"] for r in exp.runs} == {"low", "mixed", "high", "decaying", "arm"}
+    for r in exp.runs:
+        assert r.policy["link"] == r.env["link"] == dict(r.case)["link"]
+        if r.policy["name"] == "mor-ucb":
+            assert r.policy["lam"] == pytest.approx(4.0 if r.env["link"] == "identity" else 1.2715, abs=1e-4)
+    text = """
+    horizon = 10
+    seeds = 1
+    [[env]]
+    case = "a"
+    name = "linear"
+    d = 2
+    k = 2
+    [[env]]
+    name = "linear"
+    d = 3
+    k = 2
+    [[policies]]
+    label = "U"
+    name = "uniform"
+    """
+    path = tmp_path / "e.toml"
+    path.write_text(textwrap.dedent(text))
+    with pytest.raises(ConfigError, match=r"env\[1\]: field 'case' is required"):
+        load_experiment(path)
+    path.write_text(textwrap.dedent(text).replace('name = "linear"\nd = 3', 'case = "a"\nname = "linear"\nd = 3'))
+    with pytest.raises(ConfigError, match="must have distinct names"):
+        load_experiment(path)
