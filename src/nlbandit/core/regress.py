@@ -67,12 +67,6 @@ def _least_squares_min(x: jax.Array, y: jax.Array) -> jax.Array:
     return out
 
 
-def available_metrics(stream: Stream, learner: Learner) -> tuple[str, ...]:
-    """The regrets :func:`regress` can compute for this stream and learner."""
-    truth = ("stochastic", "pseudo") if stream.has_truth else ()
-    return truth + (("adversarial",) if learner.link.name == "identity" else ())
-
-
 def regress(stream: Stream, learner: Learner, params: dict[str, Any], seeds, *, adversarial: bool = False,
             units: str = "ell", grid: bool = False, max_points: int = 1000) -> RegressionResult:
     """Run ``learner`` on one trial of ``stream`` per seed; return the cumulative curves.
@@ -87,7 +81,7 @@ def regress(stream: Stream, learner: Learner, params: dict[str, Any], seeds, *, 
     """
     if stream.link.name != learner.link.name:
         raise ValueError(f"stream link {stream.link.name!r} and learner link {learner.link.name!r} differ")
-    if adversarial and "adversarial" not in available_metrics(stream, learner):
+    if adversarial and learner.link.name != "identity":
         raise ValueError("the adversarial regret is computed for the identity link only")
     if units not in UNITS or (units == "square" and learner.link.name != "identity"):
         raise ValueError(f"units must be 'ell', or 'square' with the identity link, got {units!r}")

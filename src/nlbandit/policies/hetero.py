@@ -65,7 +65,7 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
     """MOR-UCB (module docstring); params ``lam`` (λ of λ‖θ‖²) and ``beta_scale``.
 
     The state is one :class:`~nlbandit.models.ftrl.FTRLState` per layer, stacked on a leading axis of
-    length L; ``layer_counts(state)`` gives |Ψ_l|.
+    length L; its ``n`` holds the layer sizes |Ψ_l|.
     """
     d, big_r = spec.d, noise_bound
     sigma_bar = big_r / math.sqrt(d) if sigma_bar is None else sigma_bar
@@ -93,8 +93,3 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
         return jax.tree.map(lambda a, b: a.at[layer].set(b), state, new)
 
     return Policy("mor-ucb", init, act, update, max_horizon=None if est.solver == "closed-form" else spec.horizon)
-
-
-def layer_counts(state) -> jax.Array:
-    """|Ψ_l|, the number of points each layer holds (L,)."""
-    return state.n

@@ -19,7 +19,7 @@ import numpy as np
 
 from nlbandit import __version__
 from nlbandit.experiments.spec import Experiment, RunConfig
-from nlbandit.report.claims import ClaimResult, evaluate_claim, grid_values, run_selector
+from nlbandit.report.claims import ClaimResult, evaluate_claim, grid_values, run_selector, value_at
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
 
@@ -162,7 +162,7 @@ def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], label: str, rest: tup
                   key=lambda r: dict(r.run.case)["d"])
     ds = [dict(r.run.case)["d"] for r in mine]
     for i, t in enumerate(exp.checkpoints):
-        at = [r.stored.cum_regret[:, np.searchsorted(r.stored.rounds, t, side="right") - 1] for r in mine]
+        at = [value_at(r.stored.rounds, r.stored.cum_regret, t) for r in mine]
         ax.plot(ds, [a.mean() for a in at], "o-", color=f"C{i}", ms=4, lw=1.6, label=f"T = {t}")
         ax.fill_between(ds, [np.quantile(a, 0.1) for a in at], [np.quantile(a, 0.9) for a in at],
                         color=f"C{i}", alpha=0.15, lw=0)

@@ -66,7 +66,9 @@ _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.G
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
 
-def _at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
+def value_at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
+    """Per-seed values of the curves ``cum`` (S, P) at the last recorded round ≤ t (the horizon for None;
+    0 before the first recorded round)."""
     if t is None:
         return cum[:, -1]
     if t <= 0:
@@ -128,7 +130,7 @@ class _Evaluator:
             if len(xs) < 3 or key in kwargs:
                 raise ConfigError(f"{ast.unparse(node)}: {key!r} must be an environment grid key with at least 3 "
                                   f"values (got {xs})")
-            ys = np.array([np.mean(_at(*self.curves(label, {**kwargs, key: x})[:2], t)) for x in xs])
+            ys = np.array([np.mean(value_at(*self.curves(label, {**kwargs, key: x})[:2], t)) for x in xs])
             xs = np.asarray(xs, float)
             slope, intercept = np.polyfit(xs, ys, 1)
             total = np.sum((ys - ys.mean()) ** 2)
@@ -141,7 +143,7 @@ class _Evaluator:
             if not 0.0 <= q <= 1.0:
                 raise ConfigError(f"{ast.unparse(node)}: the quantile must be in [0, 1], got {q}")
             rounds, cum, _ = self.curves(args[0], {k: v for k, v in kwargs.items() if k != "t"})
-            value = float(np.quantile(_at(rounds, cum, kwargs.get("t")), q))
+            value = float(np.quantile(value_at(rounds, cum, kwargs.get("t")), q))
             self.trace.append((ast.unparse(node), value))
             return value
         if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
@@ -151,7 +153,7 @@ class _Evaluator:
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
             threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
             rounds, cum, _ = self.curves(args[0], kwargs)
-            half, end = _at(rounds, cum, self.horizon / 2), cum[:, -1]
+            half, end = value_at(rounds, cum, self.horizon / 2), cum[:, -1]
             if name == "growth":
                 value = float((end.mean() - half.mean()) / max(half.mean(), 1e-300))
             else:
@@ -173,9 +175,9 @@ class _Evaluator:
                     raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional argument")
                 t0, t1 = None, kwargs.pop("t", None)
             rounds, cum, _ = self.curves(label, kwargs)
-            end = _at(rounds, cum, t1)
+            end = value_at(rounds, cum, t1)
             if name == "increment":
-                value = float(average(end - _at(rounds, cum, t0)))
+                value = float(average(end - value_at(rounds, cum, t0)))
             elif name == "regret":
                 value = float(average(end))
             else:
