@@ -12,7 +12,7 @@ import pytest
 
 import nlbandit as nb
 from nlbandit.core.hyper import ConfigError
-from nlbandit.policies.hetero import confidence_radii, layer_index, n_layers
+from nlbandit.policies.hetero import confidence_radii, layer_index, n_layers, regret_bound, weighted_radius
 
 
 def test_layer_assignment_table():
@@ -49,7 +49,8 @@ def test_coverage_routing_and_decisions_against_numpy():
     """In the "mixed" case (σ_t = 1 w.p. 0.1, else 0.01; d = 5, 20 fresh arms, R = 1, σ̄ = 0.01, theory β):
     every non-empty layer's ellipsoid ‖θ̂_l − θ*‖_{Σ_l} ≤ β_{t,l} holds at every round (Lemma B.1); about 10%
     of the rounds (±3%) go to layer L−1 and the rest to layer 0; each chosen arm maximises the upper bound
-    min_l θ̂_lᵀa + β_{t,l}‖a‖_{Σ_l⁻¹} of a float64 NumPy refit of every layer (ridge 2λ, λ = 4)."""
+    min_l θ̂_lᵀa + β_{t,l}‖a‖_{Σ_l⁻¹} of a float64 NumPy refit of every layer (ridge 2λ, λ = 4); the regret
+    is below 2·max|f*|·T, itself below the (B.3) bound at T = 600 (spec §6.5 item 18)."""
     horizon, d = 600, 5
     env = nb.make_env("heteroscedastic", d=d, k=20, schedule="burst", sigma_low=0.01, sigma_high=1.0, burst_prob=0.1)
     policy, params = nb.make_policy("mor-ucb", nb.ProblemSpec(d, 20, horizon), sigma_bar=0.01)
@@ -84,18 +85,58 @@ def test_coverage_routing_and_decisions_against_numpy():
     counts = np.asarray(log[-1][4].n)
     assert counts.sum() == horizon and counts[1:6].sum() == 0
     assert abs(counts[6] / horizon - 0.1) <= 0.03
+    # item 18, oracle sanity: the regret is below the data-dependent bound (B.3) and the trivial 2·max|f*|·T
+    means = [ctx @ theta for ctx, *_ in log]
+    regret = sum(m.max() - m[arm] for m, (_, arm, *_) in zip(means, log))
+    bound = regret_bound(horizon, counts, 4.0, d=d, sigma_bar=0.01, noise_bound=1.0, delta=0.05, link="identity")
+    trivial = 2 * max(np.abs(m).max() for m in means) * horizon
+    assert 0 < regret <= trivial < bound
+
+
+def low_noise_regret(name: str, floor: str) -> dict[float, float]:
+    """Mean regret of ``name`` with β × 0.1 and its noise floor ``floor`` at 0.01 and at R = 1, in the low-noise
+    case (σ_t ≡ 0.01, d = 5, 20 fresh arms), 3 seeds, T = 1000."""
+    env = nb.make_env("heteroscedastic", d=5, k=20, schedule="constant", sigma_low=0.01)
+    spec = nb.ProblemSpec(5, 20, 1000)
+    regret = {}
+    for value in (0.01, 1.0):
+        policy, params = nb.make_policy(name, spec, beta_scale=0.1, **{floor: value})
+        regret[value] = nb.simulate(env, policy, params, 1000, range(3)).final_regret.mean()
+    return regret
 
 
 def test_variance_awareness_at_small_scale():
     """Spec §6.5 item 16 at 3 seeds, T = 1000, β × 0.1: in the low-noise case MOR-UCB (σ̄ = 0.01) has below
     0.5 × the regret of the single layer (σ̄ = R)."""
-    env = nb.make_env("heteroscedastic", d=5, k=20, schedule="constant", sigma_low=0.01)
-    spec = nb.ProblemSpec(5, 20, 1000)
-    regret = {}
-    for sigma_bar in (0.01, 1.0):
-        policy, params = nb.make_policy("mor-ucb", spec, sigma_bar=sigma_bar, beta_scale=0.1)
-        regret[sigma_bar] = nb.simulate(env, policy, params, 1000, range(3)).final_regret.mean()
+    regret = low_noise_regret("mor-ucb", "sigma_bar")
     assert regret[0.01] < 0.5 * regret[1.0]
+
+
+def test_weighted_oful_decisions_against_numpy():
+    """Weighted OFUL (Zhou, Gu & Szepesvári 2021) in the "mixed" case with σ_min = 0.01: each chosen arm
+    maximises aᵀθ̂ + β_{t−1}‖a‖_{Z⁻¹} of a float64 NumPy weighted ridge fit (weights 1/max(σ_τ, σ_min)²,
+    λ = 1) with the radius written out from its formula; with β × 0.1 it beats the unweighted version
+    (σ_min = R: every weight 1) by over 3× in regret on the low-noise case (3 seeds, T = 1000)."""
+    horizon, d, sigma_min = 300, 5, 0.01
+    env = nb.make_env("heteroscedastic", d=d, k=20, schedule="burst", sigma_low=0.01, sigma_high=1.0, burst_prob=0.1)
+    policy, params = nb.make_policy("weighted-oful", nb.ProblemSpec(d, 20, horizon), sigma_min=sigma_min)
+    _, log = play(env, policy, params, horizon, seed=3)
+    xs, ys, ws = [], [], []
+    for t, (ctx, arm, reward, sigma, _) in enumerate(log, start=1):
+        n = t - 1
+        beta = (8 * math.sqrt(d * math.log(1 + max(n, 1) / (sigma_min**2 * d)) * math.log(4 * max(n, 1) ** 2 / 0.05))
+                + 4 / sigma_min * math.log(4 * max(n, 1) ** 2 / 0.05) + 1.0)
+        assert float(weighted_radius(n, 1.0, 1.0, d=d, sigma_min=sigma_min, noise_bound=1.0, delta=0.05)) == \
+            pytest.approx(beta, rel=1e-12)
+        x, w = np.array(xs).reshape(-1, d), np.array(ws)
+        z = np.eye(d) + (x * w[:, None]).T @ x
+        theta = np.linalg.solve(z, (x * w[:, None]).T @ np.array(ys)) if xs else np.zeros(d)
+        score = ctx @ theta + beta * np.sqrt(np.einsum("kd,de,ke->k", ctx, np.linalg.inv(z), ctx))
+        assert score[arm] >= score.max() - 1e-9 * abs(score.max())
+        xs.append(ctx[arm]), ys.append(reward), ws.append(1 / max(sigma, sigma_min) ** 2)
+    assert len(set(ws)) == 2
+    regret = low_noise_regret("weighted-oful", "sigma_min")
+    assert 3 * regret[0.01] < regret[1.0]
 
 
 @pytest.mark.parametrize("kwargs, env_kwargs, expected", [
@@ -116,6 +157,11 @@ def test_bad_input(kwargs, env_kwargs, expected):
         check_policy_env(resolve_policy({"name": "mor-ucb"}), resolve_env({"name": "linear", "d": 3, "k": 4}), 100)
     with pytest.raises(ConfigError, match="field 'link' 'env' takes the link"):
         nb.make_policy("mor-ucb", nb.ProblemSpec(3, 4, 100), link="env")
+    with pytest.raises(ConfigError, match="policy 'weighted-oful' is a linear bandit policy"):
+        env = resolve_env({"name": "heteroscedastic", "d": 3, "k": 4, "link": "logistic"})
+        check_policy_env(resolve_policy({"name": "weighted-oful"}), env, 100)
+    with pytest.raises(ConfigError, match="field 'sigma_min' must be a number > 0"):
+        resolve_policy({"name": "weighted-oful", "sigma_min": -1.0})
 
 
 def test_named_env_cases_and_links_from_the_environment(tmp_path):
@@ -126,7 +172,7 @@ def test_named_env_cases_and_links_from_the_environment(tmp_path):
     exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
     assert {dict(r.case)["case"] for r in exp.runs} == {"low", "mixed", "high", "decaying", "arm"}
     for r in exp.runs:
-        assert r.policy["link"] == r.env["link"] == dict(r.case)["link"]
+        assert r.policy.get("link", "identity") == r.env["link"] == dict(r.case)["link"]
         if r.policy["name"] == "mor-ucb":
             assert r.policy["lam"] == pytest.approx(4.0 if r.env["link"] == "identity" else 1.2715, abs=1e-4)
     text = """
@@ -152,3 +198,36 @@ def test_named_env_cases_and_links_from_the_environment(tmp_path):
     path.write_text(textwrap.dedent(text).replace('name = "linear"\nd = 3', 'case = "a"\nname = "linear"\nd = 3'))
     with pytest.raises(ConfigError, match="must have distinct names"):
         load_experiment(path)
+
+
+
+def test_series_restricted_to_cases(tmp_path):
+    """``only = {key = value}`` runs a series on the matching environment cases alone; an unknown key or a
+    filter that matches nothing is an error naming the field."""
+    from nlbandit.experiments.spec import load_experiment
+
+    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
+    oful = [dict(r.case) for r in exp.runs if r.label == "weighted OFUL"]
+    assert len(oful) == 5 and {c["link"] for c in oful} == {"identity"}
+    assert sum(r.label == "MOR-UCB" for r in exp.runs) == 10
+    text = """
+    horizon = 10
+    seeds = 1
+    [env]
+    name = "linear"
+    d = [2, 3]
+    k = 2
+    [[policies]]
+    label = "U"
+    name = "uniform"
+    only = ONLY
+    """
+    path = tmp_path / "e.toml"
+    for only, expected in [("{d = [3, 4]}", None), ("{k = 2}", "field 'only.k' is not a case key; the cases vary d"),
+                           ("{d = 5}", r"field 'only' = \{'d': 5\} matches no environment case")]:
+        path.write_text(textwrap.dedent(text).replace("ONLY", only))
+        if expected is None:
+            assert [dict(r.case) for r in load_experiment(path).runs] == [{"d": 3}]
+        else:
+            with pytest.raises(ConfigError, match=expected):
+                load_experiment(path)

@@ -103,6 +103,10 @@ def test_regression_claim_functions_match_numpy(checked):
 @pytest.mark.parametrize("old, new, expected", [
     ('name = "stochastic"', 'name = "stochastic"\nsigma = -1.0', "field 'sigma' must be a number >= 0"),
     ('name = "stochastic"', 'name = "stochastic"\nnoise = "bounded"\nsigma = 2.0', "must be <= noise_bound = 1"),
+    ('name = "stochastic"', 'name = "stochastic"\nnoise = "bounded"\nnoise_bound = 4.5',
+     "field 'y_max': bounded noise promises labels in [−Y, Y] = [-5, 5], but max|φ(xᵀμ*)| + R = 1 + 4.5 exceeds Y"),
+    ('name = "stochastic"', 'name = "stochastic"\nnoise = "bounded"\nnoise_bound = 4.0', None),
+    ('name = "stochastic"', 'name = "stochastic"\nnoise = "bounded"\nnoise_bound = 4.5\nclip = "label"', None),
     ('y_max = 5.0', 'y_max = 1.0\nclip = "noise"', "field 'y_max' must exceed A·B"),
     ('y_max = 5.0', 'y_max = 5.0\nlink = "logistic"', "field 'regret' 'adversarial' is computed for the identity link"),
     ('name = "ftrl"\n\n', 'name = "ftrl"\nsolver = "closed-form"\nunits = "square"\n\n', None),

@@ -188,6 +188,13 @@ def resolve_stream(config: dict[str, Any], horizon: int, where: str = "env") -> 
         if values["noise"] == "bounded" and std > values["noise_bound"]:
             raise ConfigError(f"{where}: field 'sigma' (std {std:g}) must be <= noise_bound = "
                               f"{values['noise_bound']:g} for bounded noise")
+        reach = max(abs(float(LINKS[values["link"]].mean(s * values["a"] * values["b"]))) for s in (-1.0, 1.0))
+        unclipped = values["noise"] == "bounded" and values["clip"] == "none"
+        if unclipped and reach + values["noise_bound"] > values["y_max"]:
+            raise ConfigError(f"{where}: field 'y_max': bounded noise promises labels in [−Y, Y] = "
+                              f"[{-values['y_max']:g}, {values['y_max']:g}], but max|φ(xᵀμ*)| + R = "
+                              f"{reach:g} + {values['noise_bound']:g} exceeds Y; raise y_max, lower noise_bound, "
+                              "or clip the labels (clip = 'label')")
         if values["clip"] == "noise" and values["y_max"] <= values["a"] * values["b"]:
             raise ConfigError(f"{where}: field 'y_max' must exceed A·B = {values['a'] * values['b']:g} to "
                               f"clip the noise to ±(Y − AB), got {values['y_max']:g}")

@@ -206,6 +206,25 @@ def _series_env(value: Any, regression: bool, where: str) -> dict[str, Any]:
     return table
 
 
+def _series_cases(value: Any, env_cases: list, where: str) -> list:
+    """The env cases a series runs on: all, or those matching ``only = {key = value or [values], ...}`` on the
+    cases' keys (the [[env]] case name ``case`` and the env grid fields)."""
+    if value is None:
+        return env_cases
+    table = _table(value, f"{where}: field 'only'")
+    keys = {k for _, case in env_cases for k, _ in case}
+    for key in table:
+        if key not in keys:
+            raise ConfigError(f"{where}: field 'only.{key}' is not a case key; the cases vary "
+                              f"{', '.join(sorted(keys)) or 'nothing'}")
+    wanted = {k: v if isinstance(v, list) else [v] for k, v in table.items()}
+    chosen = [(cfg, case) for cfg, case in env_cases
+              if all(dict(case).get(k) in values for k, values in wanted.items())]
+    if not chosen:
+        raise ConfigError(f"{where}: field 'only' = {table!r} matches no environment case")
+    return chosen
+
+
 def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Cartesian product over list-valued entries: [(config, {varying key: value})].
 
@@ -283,12 +302,13 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         pwhere = f"{where}: policies[{i}]"
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
         series_env = _series_env(p.pop("env", None), regression, pwhere)
+        series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
         for pol_cfg, varying in _expand(p, ("name",)):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
             if full_label in labels:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             labels.append(full_label)
-            for env_cfg, case in env_cases:
+            for env_cfg, case in series_cases:
                 lwhere = f"{pwhere} ({full_label})"
                 if regression:
                     env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")

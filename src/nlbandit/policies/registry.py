@@ -232,17 +232,30 @@ LOGISTIC_POLICIES = (
 )
 
 
-def _check_mor_ucb(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str) -> None:
-    """MOR-UCB needs the variance bounds of a heteroscedastic environment with its link and noise bound."""
+def _check_hetero(name: str, config: dict[str, Any], env: dict[str, Any], where: str) -> None:
+    """A variance-aware policy needs the variance bounds of a heteroscedastic environment with its noise bound."""
     if env["name"] != "heteroscedastic":
-        raise ConfigError(f"{where}: policy 'mor-ucb' needs the variance bounds σ_t of environment "
+        raise ConfigError(f"{where}: policy '{name}' needs the variance bounds σ_t of environment "
                           f"'heteroscedastic', got environment '{env['name']}'")
-    if config["link"] != env["link"]:
-        raise ConfigError(f"{where}: field 'link' {config['link']!r} differs from the environment's link "
-                          f"{env['link']!r}")
     if config["noise_bound"] < env["sigma_high"]:
         raise ConfigError(f"{where}: field 'noise_bound' R = {config['noise_bound']:g} must bound the noise: the "
                           f"environment's sigma_high is {env['sigma_high']:g}")
+
+
+def _check_mor_ucb(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str) -> None:
+    """MOR-UCB: a heteroscedastic environment with the policy's link."""
+    _check_hetero("mor-ucb", config, env, where)
+    if config["link"] != env["link"]:
+        raise ConfigError(f"{where}: field 'link' {config['link']!r} differs from the environment's link "
+                          f"{env['link']!r}")
+
+
+def _check_weighted_oful(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str) -> None:
+    """Weighted OFUL: a heteroscedastic environment with the identity link."""
+    _check_hetero("weighted-oful", config, env, where)
+    if env["link"] != "identity":
+        raise ConfigError(f"{where}: policy 'weighted-oful' is a linear bandit policy: the environment's link must "
+                          f"be 'identity', got {env['link']!r} (use mor-ucb for GLM links)")
 
 
 def _mor_ucb_lambda(values: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +270,11 @@ def _mor_ucb_env(config: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     return _mor_ucb_lambda(_link_from_env(config, env))
 
 
+_NOISE_BOUND = Hyper("noise_bound", 1.0, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True)
+_HETERO_DELTA = Hyper("delta", 0.05, "confidence level δ of the radii", static=True, low=0.0, high=1.0, low_open=True,
+                      high_open=True)
+_BETA_SCALE = Hyper("beta_scale", 1.0, "multiplier of the theory radii (1 = theory)", low=0.0, low_open=True)
+
 HETERO_POLICIES = (
     PolicyEntry(
         "mor-ucb",
@@ -264,15 +282,13 @@ HETERO_POLICIES = (
         (
             Hyper("link", "identity", "GLM link φ, the environment's ('env' takes it from the environment)",
                   kind=str, static=True, choices=tuple(LINKS) + ("env",)),
-            Hyper("noise_bound", 1.0, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True),
+            _NOISE_BOUND,
             Hyper("sigma_bar", None, "smallest layer's noise level σ̄ (omitted: R/√d; σ̄ = R: one layer)",
                   static=True, low=0.0, low_open=True, optional=True),
-            Hyper("delta", 0.05, "confidence level δ of β_{t,l}", static=True, low=0.0, high=1.0, low_open=True,
-                  high_open=True),
+            _HETERO_DELTA,
             Hyper("lam", None, "λ of λ‖θ‖² per layer (omitted: the theory 4K²/κ)", low=0.0, low_open=True,
                   optional=True),
-            Hyper("beta_scale", 1.0, "multiplier of the theory radii β_{t,l} (1 = theory)", low=0.0,
-                  low_open=True),
+            _BETA_SCALE,
             Hyper("solver", "auto", "per-layer FTRL solver: closed form (identity link) or Newton", kind=str,
                   static=True, choices=SOLVERS),
         ),
@@ -280,6 +296,21 @@ HETERO_POLICIES = (
         _mor_ucb_lambda,
         _check_mor_ucb,
         adapt=_mor_ucb_env,
+    ),
+    PolicyEntry(
+        "weighted-oful",
+        hetero.weighted_oful,
+        (
+            _NOISE_BOUND,
+            Hyper("sigma_min", None, "floor σ_min of the weights' noise levels σ̄_t = max(σ_t, σ_min) (omitted: "
+                  "R/√d)", static=True, low=0.0, low_open=True, optional=True),
+            _HETERO_DELTA,
+            Hyper("lam", 1.0, "ridge λ of Z = λI + Σ aaᵀ/σ̄² (the paper: 1/S²)", low=0.0, low_open=True),
+            _S,
+            _BETA_SCALE,
+        ),
+        "weighted OFUL (Zhou, Gu & Szepesvári 2021): 1/σ̄_t²-weighted ridge regression UCB, identity link",
+        check=_check_weighted_oful,
     ),
 )
 
