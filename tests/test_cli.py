@@ -69,6 +69,12 @@ def test_run_report_check(tiny, tmp_path, capsys):
         stored = store.load(exp.runs[0].run_id, with_arms=True)
         assert stored.cum_regret.shape[0] == 3 and stored.rounds[-1] == 300 and stored.arms.shape == (3, 300)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # all finished: skipped
+        stored = [store.load(r.run_id) for r in exp.runs]
+    minutes = sum((s.compile_s + s.run_s) / s.batch_size for s in stored) / 60
+    assert f"3 seeds (repetitions; seeds 0..2, common random numbers across policies); {minutes:.1f} min" in md
+    # Fewer repetitions than the full scale's: the report says so.
+    assert main(["report", str(tiny), "--seeds", "2", "--db", str(db), "--out", str(out), "--no-progress"]) == 0
+    assert "2 of the full scale's 3 seeds (repetitions; seeds 0..1" in (out / "tiny.md").read_text()
     assert main(["check", str(tiny), "--db", str(db), "--out", str(out), "--no-progress"]) == 0
     # A claim that does not hold makes `check` fail (exit 1):
     tiny.write_text(TINY.replace("0.8 * regret('U')", "0.001 * regret('U')"))

@@ -171,6 +171,7 @@ class Experiment:
     loop: str = "bandit"
     curves: bool = True
     checkpoints: tuple[int, ...] = ()
+    full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
 
 
 def _plots(value: Any, where: str) -> tuple[str, ...]:
@@ -341,6 +342,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         loop=top["loop"],
         curves=top["curves"],
         checkpoints=_checkpoints(top["checkpoints"], horizon, where),
+        full_seeds=scales.get("full", {}).get("seeds") or top["seeds"],
     )
     if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
         raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")

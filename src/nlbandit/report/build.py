@@ -203,6 +203,16 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _of_full(exp: Experiment) -> str:
+    """' of the full scale's N' when the report runs fewer repetitions than the file's full scale, else ''."""
+    return f" of the full scale's {exp.full_seeds}" if exp.n_seeds < exp.full_seeds else ""
+
+
+def _sim_minutes(rows: list[Row]) -> float:
+    """Minutes of compile and run time behind ``rows``, a batch's time counted once."""
+    return sum((r.stored.compile_s + r.stored.run_s) / r.stored.batch_size for r in rows) / 60
+
+
 def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
     """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)``; return the markdown
     path and the claim results."""
@@ -218,8 +228,9 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
         "",
         exp.description.strip(),
         "",
-        f"Scale **{exp.scale}**: horizon T = {exp.horizon}, {exp.n_seeds} seeds (repetitions; seeds 0..{exp.n_seeds - 1}, "
-        "common random numbers across policies). Environment: "
+        f"Scale **{exp.scale}**: horizon T = {exp.horizon}, {exp.n_seeds}{_of_full(exp)} seeds (repetitions; "
+        f"seeds 0..{exp.n_seeds - 1}, common random numbers across policies); {_sim_minutes(rows):.1f} min of "
+        "simulation (compile + run, summed over the rows below). Environment: "
         + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
         "",
         f"![cumulative regret]({png.name})",
