@@ -43,9 +43,12 @@ def test_uniform_arm_and_epsilon_greedy():
     picked = np.asarray(jax.vmap(lambda k: uniform_arm(k, jnp.asarray(mask)))(jax.random.split(jax.random.key(1), N)))
     assert set(np.unique(picked)) == {0, 2, 3}
     assert stats.chisquare(np.bincount(picked, minlength=4)[[0, 2, 3]]).pvalue > 0.01
-    eps = np.asarray(jax.vmap(lambda k: epsilon_greedy(k, jnp.array([0.0, 1.0, 0.5, 0.2]), jnp.asarray(mask), 0.3))(
-        jax.random.split(jax.random.key(2), N)))
+    eps, prob = jax.vmap(lambda k: epsilon_greedy(k, jnp.array([0.0, 1.0, 0.5, 0.2]), jnp.asarray(mask), 0.3))(
+        jax.random.split(jax.random.key(2), N))
+    eps, prob = np.asarray(eps), np.asarray(prob)
     # Greedy arm 2 with probability 0.7 + 0.3/3 = 0.8; arms 0 and 3 with 0.1 each; masked arm 1 never.
     counts = np.bincount(eps, minlength=4)
     assert counts[1] == 0
     assert stats.chisquare(counts[[0, 2, 3]], N * np.array([0.1, 0.8, 0.1])).pvalue > 0.01
+    # the probability returned with each choice is the one computed by hand
+    np.testing.assert_allclose(prob, np.where(eps == 2, 0.8, 0.1), rtol=1e-12)

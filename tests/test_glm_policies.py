@@ -55,11 +55,11 @@ def step_policy(name: str, horizon: int = T, **hypers: Any) -> Run:
     state = jax.jit(policy.prepare)(params, state, jax.random.key(14), contexts, mask)
     arms, X, y = np.zeros(horizon, np.int64), np.zeros((horizon, D)), np.zeros(horizon)
     for t in range(1, horizon + 1):
-        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t)))
+        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t))[0])
         arms[t - 1], X[t - 1] = arm, ARMS[arm]
         y[t - 1] = float(UNIFORMS[t - 1] < expit(ARMS[arm] @ THETA_STAR))
-        state = update(params, state, UPDATE_KEYS[t - 1], contexts[arm], nb.Feedback(jnp.asarray(y[t - 1])),
-                       jnp.asarray(t))
+        state = update(params, state, UPDATE_KEYS[t - 1], contexts, jnp.asarray(arm),
+                       nb.Feedback(jnp.asarray(y[t - 1])), jnp.asarray(t))
     return Run(arms, X, y, jax.device_get(state), params)
 
 
@@ -146,6 +146,11 @@ def _samples(name: str, n: int, history: str | None = None, **hypers):
     return thetas, draws, run
 
 
+def arm_index(X: np.ndarray) -> jax.Array:
+    """The row of ``ARMS`` that each row of ``X`` is."""
+    return jnp.asarray([int(np.argmin(np.sum((ARMS - x) ** 2, axis=1))) for x in X])
+
+
 def _samples_after(name: str, X: np.ndarray, y: np.ndarray, n: int, **hypers):
     """Feed the history (X, y) to the policy, replaying the last update with ``n`` different keys: the
     ``n`` draws of the estimate it would act on next, and the vmapped states."""
@@ -153,12 +158,13 @@ def _samples_after(name: str, X: np.ndarray, y: np.ndarray, n: int, **hypers):
     state = jax.jit(policy.prepare)(params, policy.init(params, INIT_KEY), jax.random.key(14), jnp.asarray(ARMS),
                                     jnp.ones((K,), bool))
     update = jax.jit(policy.update)
+    contexts, index = jnp.asarray(ARMS), arm_index(X)
     for t in range(1, len(y)):
-        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(X[t - 1]), nb.Feedback(jnp.asarray(y[t - 1])),
+        state = update(params, state, UPDATE_KEYS[t % T], contexts, index[t - 1], nb.Feedback(jnp.asarray(y[t - 1])),
                        jnp.asarray(t))
     keys = jax.random.split(jax.random.key(99), n)
     last = nb.Feedback(jnp.asarray(y[-1]))
-    draws = jax.jit(jax.vmap(lambda k: update(params, state, k, jnp.asarray(X[-1]), last, jnp.asarray(len(y)))))(keys)
+    draws = jax.jit(jax.vmap(lambda k: update(params, state, k, contexts, index[-1], last, jnp.asarray(len(y)))))(keys)
     return np.asarray(draws.theta), draws
 
 
@@ -213,7 +219,7 @@ def test_fpl_one_hot_anti_concentration(mean):
     center = np.log(p_hat / (1 - p_hat))
     rows = state.rows._replace(n=jnp.asarray(n), y=jnp.asarray(y), count=jnp.asarray(d * pulls - 1))
     state = state._replace(rows=rows, theta=jnp.asarray(center))
-    update = jax.vmap(lambda k: policy.update(params, state, k, arms[-1], nb.Feedback(jnp.asarray(1.0)),
+    update = jax.vmap(lambda k: policy.update(params, state, k, arms, d - 1, nb.Feedback(jnp.asarray(1.0)),
                                               jnp.asarray(d * pulls)))
     theta = np.asarray(jax.jit(update)(jax.random.split(jax.random.key(5), draws)).theta)
     c1, a = th.c1, th.a_fpl
@@ -317,9 +323,9 @@ def test_anytime_restarts_exactly_at_the_epoch_ends_with_fresh_state():
     ends = [e.end for e in theory.doubling_schedule(t0, b, horizon)]
     counts, arms = [], []
     for t in range(1, horizon + 1):
-        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t)))
+        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t))[0])
         arms.append(arm)
-        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS[arm]), nb.Feedback(jnp.asarray(1.0)),
+        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS), arm, nb.Feedback(jnp.asarray(1.0)),
                        jnp.asarray(t))
         counts.append(int(state.base.rows.count))
     starts = [0] + ends[:-1]
@@ -343,9 +349,9 @@ def test_anytime_once_scope_resumes_from_the_end_of_the_single_warm_up():
     ends = [e.end for e in theory.doubling_schedule(t0, b, horizon)][:-1]
     counts, arms, thetas = [], [], []
     for t in range(1, horizon + 1):
-        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t)))
+        arm = int(act(params, state, ACT_KEYS[t % T], jnp.asarray(ARMS), jnp.ones((K,), bool), jnp.asarray(t))[0])
         arms.append(arm)
-        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS[arm]), nb.Feedback(jnp.asarray(t % 3)),
+        state = update(params, state, UPDATE_KEYS[t % T], jnp.asarray(ARMS), arm, nb.Feedback(jnp.asarray(t % 3)),
                        jnp.asarray(t))
         counts.append(int(state.base.rows.count))
         thetas.append(np.asarray(state.base.theta))
@@ -389,7 +395,7 @@ def test_glm_es_beats_uniform():
     """Spec 003 §6.2 item 2: GLM-ES ≤ 0.25 × uniform on K = 10, d = 5, ‖θ*‖ = 3, T = 3000, τ = 100 round-robin."""
     env = nb.make_env("logistic", d=5, k=10, theta_norm=3.0, reward="gaussian", noise_std=0.5)
     spec = nb.ProblemSpec(5, 10, 3000)
-    pol, params = nb.make_policy("glm-es", spec, warmup="round-robin", warmup_rounds=100)
+    pol, params = nb.make_policy("glm-es", spec, warmup="round-robin", warmup_rounds=100, rewards_outside_link=True)
     es = nb.simulate(env, pol, params, 3000, range(5), chunk_size=3000)
     uni, uparams = nb.make_policy("uniform", spec)
     base = nb.simulate(env, uni, uparams, 3000, range(5), chunk_size=3000)

@@ -149,12 +149,12 @@ def run_case(case_id: str) -> Run:
     reference = case.reference()
     arms, ref_arms, states = np.zeros(T, np.int64), np.zeros(T, np.int64), []
     for t in range(1, T + 1):
-        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t)))
+        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t))[0])
         ref_arms[t - 1] = lin_ref.argmax_ties(reference.scores(t), int(TIE_WORDS[t - 1]))
         arms[t - 1] = arm
         x = ARMS[arm]
         r = float(UNIFORMS[t - 1] < ref.expit(x @ THETA_STAR))
-        state = update(params, state, UPDATE_KEYS[t - 1], contexts[arm], nb.Feedback(jnp.asarray(r)), jnp.asarray(t))
+        state = update(params, state, UPDATE_KEYS[t - 1], contexts, arm, nb.Feedback(jnp.asarray(r)), jnp.asarray(t))
         states.append(jax.device_get(state))
         reference.observe(x, r)
     return Run(arms, ref_arms, states, reference)

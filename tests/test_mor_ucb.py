@@ -3,6 +3,7 @@ item 5), confidence-set coverage (§6.5 item 15), layer routing (item 19), and e
 NumPy reference of the upper bounds; bad input."""
 
 import math
+import re
 import textwrap
 
 import jax
@@ -38,9 +39,9 @@ def play(env, policy, params, horizon, seed=0):
     for t in range(1, horizon + 1):
         tt = jnp.asarray(t)
         ctx, mask = env.observe(env_state, nb.core.keys.round_key(keys.env_observe, t), tt)
-        arm = act(params, state, nb.core.keys.round_key(keys.policy_act, t), ctx, mask, tt)
+        arm, _ = act(params, state, nb.core.keys.round_key(keys.policy_act, t), ctx, mask, tt)
         fb = env.pull(env_state, nb.core.keys.round_key(keys.env_pull, t), tt, ctx, arm)
-        state = update(params, state, nb.core.keys.round_key(keys.policy_update, t), ctx[arm], fb, tt)
+        state = update(params, state, nb.core.keys.round_key(keys.policy_update, t), ctx, arm, fb, tt)
         log.append((np.asarray(ctx), int(arm), float(fb.reward), float(fb.variance_bound), state))
     return env_state, log
 
@@ -140,25 +141,25 @@ def test_weighted_oful_decisions_against_numpy():
 
 
 @pytest.mark.parametrize("kwargs, env_kwargs, expected", [
-    ({"noise_bound": 0.5}, {}, "field 'noise_bound' R = 0.5 must bound the noise"),
-    ({"link": "logistic"}, {}, "field 'link' 'logistic' differs from the environment's link 'identity'"),
+    ({"noise_bound": 0.5}, {}, "its noise bound R = 0.5 must bound the noise"),
+    ({"link": "logistic"}, {}, "assumes the mean reward μ(xᵀθ*) with link 'logistic', but environment "
+                               "'heteroscedastic' has link 'identity'"),
     ({"sigma_bar": 0.0}, {}, "field 'sigma_bar' must be a number > 0"),
     ({"beta_scale": -1.0}, {}, "field 'beta_scale' must be a number > 0"),
     ({}, {"sigma_low": 2.0}, "field 'sigma_low' = 2 must be <= sigma_high = 1"),
 ])
 def test_bad_input(kwargs, env_kwargs, expected):
-    from nlbandit.envs.registry import resolve_env
     from nlbandit.policies.registry import check_policy_env, resolve_policy
 
-    with pytest.raises(ConfigError, match=expected.replace("(", r"\(")):
-        env = resolve_env({"name": "heteroscedastic", "d": 3, "k": 4, **env_kwargs})
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        env = nb.make_env("heteroscedastic", d=3, k=4, **env_kwargs)
         check_policy_env(resolve_policy({"name": "mor-ucb", **kwargs}), env, 100)
-    with pytest.raises(ConfigError, match="variance bounds"):
-        check_policy_env(resolve_policy({"name": "mor-ucb"}), resolve_env({"name": "linear", "d": 3, "k": 4}), 100)
+    with pytest.raises(ConfigError, match="needs the noise level σ_t revealed"):
+        check_policy_env(resolve_policy({"name": "mor-ucb"}), nb.make_env("linear", d=3, k=4), 100)
     with pytest.raises(ConfigError, match="field 'link' 'env' takes the link"):
         nb.make_policy("mor-ucb", nb.ProblemSpec(3, 4, 100), link="env")
-    with pytest.raises(ConfigError, match="policy 'weighted-oful' is a linear bandit policy"):
-        env = resolve_env({"name": "heteroscedastic", "d": 3, "k": 4, "link": "logistic"})
+    with pytest.raises(ConfigError, match="'weighted-oful' assumes the mean reward μ\\(xᵀθ\\*\\) with link 'identity'"):
+        env = nb.make_env("heteroscedastic", d=3, k=4, link="logistic")
         check_policy_env(resolve_policy({"name": "weighted-oful"}), env, 100)
     with pytest.raises(ConfigError, match="field 'sigma_min' must be a number > 0"):
         resolve_policy({"name": "weighted-oful", "sigma_min": -1.0})

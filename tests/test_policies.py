@@ -49,7 +49,7 @@ def test_lin_es_draws_exactly_m_perturbations_per_round():
     # Spec 003 §6.1.1: the draw counter grows by exactly m per round (constant sampling cost).
     pol, params = nb.make_policy("lin-es", nb.ProblemSpec(D, K, 100), m=7)
     state = pol.init(params, jax.random.key(0))
-    x = jax.numpy.ones(D) / np.sqrt(D)
+    contexts = jax.numpy.ones((K, D)) / np.sqrt(D)
     for t in range(1, 4):
-        state = pol.update(params, state, jax.random.key(t), x, nb.Feedback(jax.numpy.asarray(1.0)), t)
+        state = pol.update(params, state, jax.random.key(t), contexts, 0, nb.Feedback(jax.numpy.asarray(1.0)), t)
         assert int(state.draws) == 7 * t

@@ -134,12 +134,12 @@ def run_case(case_id: str) -> Run:
     arms, ref_arms = np.zeros(T, np.int64), np.zeros(T, np.int64)
     X, y = np.zeros((T, D)), np.zeros(T)
     for t in range(1, T + 1):
-        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t)))
+        arm = int(act(params, state, ACT_KEYS[t - 1], contexts, mask, jnp.asarray(t))[0])
         ref_arms[t - 1] = case.choose(t, X[: t - 1], y[: t - 1], draws)
         arms[t - 1] = arm
         X[t - 1] = ARMS[arm]
         y[t - 1] = ARMS[arm] @ THETA_STAR + NOISE[t - 1]
-        state = update(params, state, UPDATE_KEYS[t - 1], contexts[arm], nb.Feedback(jnp.asarray(y[t - 1])),
+        state = update(params, state, UPDATE_KEYS[t - 1], contexts, arm, nb.Feedback(jnp.asarray(y[t - 1])),
                        jnp.asarray(t))
     return Run(arms, ref_arms, X, y, jax.device_get(state), draws)
 

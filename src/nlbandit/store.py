@@ -2,8 +2,9 @@
 
 Tables:
 
-* ``runs``: one row per finished run, keyed by ``run_id`` (hash of the resolved configuration and the
-  package version, see :class:`nlbandit.experiments.spec.RunConfig`), with its config as JSON and timing.
+* ``runs``: one row per finished run, keyed by ``run_id`` (hash of the resolved configuration and of the
+  source that computes it, see :meth:`nlbandit.experiments.spec.RunConfig.identity`), with that identity
+  as JSON (its ``code`` field is the source hash) and timing.
 * ``curves``: (run_id, seed, t, cum_regret, cum_reward) at the recorded rounds, long format.
 * ``arms``: (run_id, seed, arms) with the chosen arm of every round as an integer list.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
@@ -169,3 +170,18 @@ class Store:
                          np.asarray(c["cum_regret"]).reshape(n_seeds, -1),
                          np.asarray(c["cum_reward"]).reshape(n_seeds, -1),
                          compile_s, run_s, chunk_size, list(chunk_seconds), batch_size, arms)
+
+    def index(self) -> list[dict[str, Any]]:
+        """Every finished run: run_id, experiment, label, config (the run's identity, with its ``code``
+        hash), horizon, n_seeds, run_s and finished time, ordered by experiment and label."""
+        rows = self.con.execute(
+            "SELECT run_id, experiment, label, config, horizon, n_seeds, run_s, finished FROM runs"
+            " ORDER BY experiment, label, finished").fetchall()
+        keys = ("run_id", "experiment", "label", "config", "horizon", "n_seeds", "run_s", "finished")
+        return [{**dict(zip(keys, r)), "config": json.loads(r[3])} for r in rows]
+
+    def delete_runs(self, run_ids: list[str]) -> None:
+        """Remove finished runs (their row, curves and arms) in one transaction."""
+        with self._transaction() as con:
+            for table in ("runs", "curves", "arms"):
+                con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [run_ids])

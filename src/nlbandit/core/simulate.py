@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from nlbandit.core.compat import check_compatible
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Env, Policy
 
@@ -125,9 +126,9 @@ def _one_seed(env: Env, policy: Policy):
         def body(state, t):
             contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
             means = env.mean(env_state, contexts)
-            arm = policy.act(params, state, round_key(keys.policy_act, t), contexts, mask, t)
+            arm, _ = policy.act(params, state, round_key(keys.policy_act, t), contexts, mask, t)
             feedback = env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm)
-            state = policy.update(params, state, round_key(keys.policy_update, t), contexts[arm], feedback, t)
+            state = policy.update(params, state, round_key(keys.policy_update, t), contexts, arm, feedback, t)
             regret = jnp.max(jnp.where(mask, means, -jnp.inf)) - means[arm]
             return state, (regret, feedback.reward, arm)
 
@@ -138,7 +139,7 @@ def _one_seed(env: Env, policy: Policy):
 
 def _initial_state(env: Env, policy: Policy):
     """(params, keys, env_state) -> the policy's state before round 1 (``init``, then ``prepare`` with
-    round 1's arm set, which is the arm set of every round when ``env.fixed_arms``)."""
+    round 1's arm set, which is the arm set of every round when the environment's arms are fixed)."""
 
     def initial(params, keys, env_state):
         state = policy.init(params, keys.policy_init)
@@ -182,16 +183,12 @@ def simulate(
       A :class:`SimResult`.
 
     Raises:
-      ValueError: if ``horizon`` < 1, there are no seeds, or the policy was built for fewer rounds.
+      ValueError: if ``horizon`` < 1, there are no seeds, or the policy cannot run on the environment
+        (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level, rewards).
     """
     if horizon < 1:
         raise ValueError(f"horizon must be an integer >= 1, got {horizon}")
-    if policy.max_horizon is not None and horizon > policy.max_horizon:
-        raise ValueError(f"horizon {horizon} exceeds the {policy.max_horizon} rounds policy '{policy.name}' was "
-                         "built for (ProblemSpec.horizon)")
-    if policy.fixed_arms and not env.fixed_arms:
-        raise ValueError(f"policy '{policy.name}' keeps per-arm state and needs a fixed arm set, but environment "
-                         f"'{env.name}' offers new arms every round (use contexts = 'fixed')")
+    check_compatible(policy, env, policy.spec, horizon)
     seeds = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
     n_seeds = int(seeds.shape[0])
     if n_seeds < 1:

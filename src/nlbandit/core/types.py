@@ -44,6 +44,27 @@ class Feedback(NamedTuple):
     variance_bound: Array | None = None
 
 
+class EnvFacts(NamedTuple):
+    """What an environment promises about its rewards and arms, checked against a policy's
+    :class:`Requirements` by :func:`nlbandit.core.compat.check_compatible`.
+
+    Attributes:
+      reward_range: (low, high), the interval every reward lies in ((−inf, inf) when unbounded).
+      link: the link μ of the mean reward μ(xᵀθ*) when the mean is a GLM ('identity', 'logistic', ...),
+        None for other reward functions.
+      fixed_arms: every round offers the same K feature vectors (masks may still vary), so a policy may
+        keep per-arm statistics and plan a design on the arm set.
+      noise_level: ``pull`` reveals a bound σ_t on the round's noise (``Feedback.variance_bound``).
+      noise_bound: the largest noise magnitude the environment produces (None when unbounded or unknown).
+    """
+
+    reward_range: tuple[float, float] = (-float("inf"), float("inf"))
+    link: str | None = None
+    fixed_arms: bool = False
+    noise_level: bool = False
+    noise_bound: float | None = None
+
+
 class Env(NamedTuple):
     """A bandit environment as pure functions.
 
@@ -55,8 +76,7 @@ class Env(NamedTuple):
         round ``t`` (1-based).
       pull: ``pull(env_state, key, t, contexts, arm) -> Feedback``: the reward of the chosen arm.
       mean: ``mean(env_state, contexts) -> (K,)``: expected rewards, for pseudo-regret.
-      fixed_arms: True when every round offers the same K feature vectors (masks may still vary), so
-        a policy may keep per-arm statistics and plan a design on the arm set.
+      facts: what the environment promises (:class:`EnvFacts`).
     """
 
     name: str
@@ -65,7 +85,46 @@ class Env(NamedTuple):
     observe: Callable[[PyTree, Array, Array], tuple[Array, Array]]
     pull: Callable[[PyTree, Array, Array, Array, Array], Feedback]
     mean: Callable[[PyTree, Array], Array]
+    facts: EnvFacts = EnvFacts()
+
+
+class Requirements(NamedTuple):
+    """What a policy needs from an environment (the counterpart of :class:`EnvFacts`).
+
+    Attributes:
+      fixed_arms: the state is indexed by arm (per-arm statistics, a design on the arm set).
+      noise_level: the policy reads ``Feedback.variance_bound``.
+      reward_range: (low, high) the rewards its model can describe (a Bernoulli likelihood: [0, 1]);
+        None when any real reward is fine.
+      link: the link the environment's mean must have (None: any reward function; a misspecified model is
+        the user's choice).
+      noise_bound: the noise magnitude R the policy's radii assume; the environment's must not exceed it.
+    """
+
     fixed_arms: bool = False
+    noise_level: bool = False
+    reward_range: tuple[float, float] | None = None
+    link: str | None = None
+    noise_bound: float | None = None
+
+
+class ActInfo(NamedTuple):
+    """Per-round diagnostics returned by ``act`` beside the arm (scalars; NaN where not defined).
+
+    Attributes:
+      score: the chosen arm's value under the policy's rule (UCB index, sampled mean, ensemble member's
+        estimate, greedy estimate).
+      bonus: the exploration part of that value (UCB width term; sample minus point estimate), NaN where
+        the policy computes no separate point estimate.
+      probability: the probability with which the policy chose this arm given the history and the
+        round's contexts, where it is exactly computable (uniform, greedy and UCB rules up to random
+        tie-breaking, ε-greedy, ensemble sampling with a finite ensemble, planned warm-up pulls); NaN for
+        continuous sampling rules (Thompson, perturbed history), where it has no closed form.
+    """
+
+    score: Array
+    bonus: Array
+    probability: Array
 
 
 class Policy(NamedTuple):
@@ -74,24 +133,27 @@ class Policy(NamedTuple):
     Attributes:
       name: registry name.
       init: ``init(params, key) -> state``.
-      act: ``act(params, state, key, contexts, mask, t) -> arm``: index of the chosen arm (an available
-        one; ties broken uniformly at random).
-      update: ``update(params, state, key, x, feedback, t) -> state``: learn from the chosen arm's
-        features ``x`` (d,) and its :class:`Feedback`.
+      act: ``act(params, state, key, contexts, mask, t) -> (arm, info)``: index of the chosen arm (an
+        available one; ties broken uniformly at random) and its :class:`ActInfo`.
+      update: ``update(params, state, key, contexts, arm, feedback, t) -> state``: learn from the chosen
+        arm (its index into ``contexts`` (K, d)) and its :class:`Feedback`.
       max_horizon: the most rounds the state can hold (policies with fixed-size history buffers), or
         ``None`` when unbounded; :func:`~nlbandit.core.simulate.simulate` refuses longer runs.
       prepare: ``prepare(params, state, key, arms, mask) -> state``, or ``None``: called once after
         ``init`` with the arm set of round 1 (per-arm statistics, an initial design).
-      fixed_arms: the policy needs an environment with ``fixed_arms`` (its state is indexed by arm).
+      requires: what the policy needs from an environment (:class:`Requirements`).
+      spec: the sizes it was built for (set by :func:`~nlbandit.policies.registry.make_policy`; checked
+        against the environment's by :func:`~nlbandit.core.simulate.simulate`), or None.
     """
 
     name: str
     init: Callable[[PyTree, Array], PyTree]
-    act: Callable[[PyTree, PyTree, Array, Array, Array, Array], Array]
-    update: Callable[[PyTree, PyTree, Array, Array, Feedback, Array], PyTree]
+    act: Callable[[PyTree, PyTree, Array, Array, Array, Array], tuple[Array, ActInfo]]
+    update: Callable[[PyTree, PyTree, Array, Array, Array, Feedback, Array], PyTree]
     max_horizon: int | None = None
     prepare: Callable[[PyTree, PyTree, Array, Array, Array], PyTree] | None = None
-    fixed_arms: bool = False
+    requires: Requirements = Requirements()
+    spec: ProblemSpec | None = None
 
 
 class Learner(NamedTuple):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.types import Env, Feedback, ProblemSpec
+from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.synthetic import arm_observer, instance_reset
 from nlbandit.models.links import LINKS
 
@@ -57,4 +57,5 @@ def heteroscedastic(d: int, k: int, *, link: str = "identity", schedule: str = "
         return Feedback(mean(state, ctx)[arm] + eps, sigma)
 
     reset = instance_reset(spec, arms, theta, theta_norm, None, None, None)
-    return Env("heteroscedastic", spec, reset, arm_observer(spec, arms, contexts, 1.0), pull, mean, contexts == "fixed")
+    facts = EnvFacts(link=link, fixed_arms=contexts == "fixed", noise_level=True, noise_bound=max(sigma_low, sigma_high))
+    return Env("heteroscedastic", spec, reset, arm_observer(spec, arms, contexts, 1.0), pull, mean, facts)

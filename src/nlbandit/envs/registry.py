@@ -113,13 +113,6 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     return {"name": entry.name, **values}
 
 
-def reward_range(config: dict[str, Any]) -> tuple[float, float]:
-    """The interval that the rewards of a resolved environment config can take."""
-    if config["name"] == "logistic" and config["reward"] == "bernoulli":
-        return (0.0, 1.0)
-    return (-math.inf, math.inf)
-
-
 def make_env(name: str, **hyperparameters: Any) -> Env:
     """Construct a registered environment after validating its hyperparameters.
 

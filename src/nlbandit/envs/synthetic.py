@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Env, Feedback, ProblemSpec
+from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 
 
 class Instance(NamedTuple):
@@ -81,13 +81,13 @@ def arm_observer(spec: ProblemSpec, arms: str, contexts: str, avail_prob: float)
     return observe
 
 
-def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere", theta: str = "sphere",
-               theta_norm: float | None = None, theta_var: str | None = None, contexts: str = "fixed",
-               avail_prob: float = 1.0,
-               theta_star: tuple[float, ...] | None = None,
+def _synthetic(name: str, d: int, k: int, mean, reward, facts: EnvFacts, *, arms: str = "sphere",
+               theta: str = "sphere", theta_norm: float | None = None, theta_var: str | None = None,
+               contexts: str = "fixed", avail_prob: float = 1.0, theta_star: tuple[float, ...] | None = None,
                arm_set: tuple[tuple[float, ...], ...] | None = None) -> Env:
     """An instance-based environment: ``mean(θ*, contexts) -> (K,)`` and ``reward(key, mean) -> Y``,
-    with the instance options of the module docstring."""
+    with the instance options of the module docstring; ``facts`` says what the rewards promise (the arm
+    set's fixedness is added from ``contexts``)."""
     spec = ProblemSpec(d, k, 0)
 
     def mean_fn(state, ctx):
@@ -97,7 +97,8 @@ def _synthetic(name: str, d: int, k: int, mean, reward, *, arms: str = "sphere",
         return Feedback(reward(key, mean_fn(state, ctx)[arm]))
 
     reset = instance_reset(spec, arms, theta, theta_norm, theta_var, theta_star, arm_set)
-    return Env(name, spec, reset, arm_observer(spec, arms, contexts, avail_prob), pull, mean_fn, contexts == "fixed")
+    return Env(name, spec, reset, arm_observer(spec, arms, contexts, avail_prob), pull, mean_fn,
+               facts._replace(fixed_arms=contexts == "fixed"))
 
 
 def linear(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
@@ -106,7 +107,7 @@ def linear(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
     ``instance``: arms, theta, theta_norm, theta_var, contexts, avail_prob, theta_star, arm_set (module docstring).
     """
     return _synthetic("linear", d, k, lambda th, ctx: ctx @ th,
-                      lambda key, mu: mu + noise_std * normal(key, ()), **instance)
+                      lambda key, mu: mu + noise_std * normal(key, ()), EnvFacts(link="identity"), **instance)
 
 
 def logistic(d: int, k: int, reward: str = "bernoulli", noise_std: float = 0.5, **instance) -> Env:
@@ -123,5 +124,6 @@ def logistic(d: int, k: int, reward: str = "bernoulli", noise_std: float = 0.5, 
     def gaussian(key, mu):
         return mu + noise_std * normal(key, ())
 
+    facts = EnvFacts(reward_range=(0.0, 1.0) if reward == "bernoulli" else EnvFacts().reward_range, link="logistic")
     return _synthetic("logistic", d, k, lambda th, ctx: jax.nn.sigmoid(ctx @ th),
-                      bernoulli if reward == "bernoulli" else gaussian, **instance)
+                      bernoulli if reward == "bernoulli" else gaussian, facts, **instance)

@@ -23,7 +23,7 @@ from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env, make_stream
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.policies.learners import learner_entry, split_learner_config
-from nlbandit.policies.registry import policy_entry, split_policy_config
+from nlbandit.policies.registry import build_policy, split_policy_config
 from nlbandit.store import Store
 
 
@@ -112,8 +112,7 @@ def _run_batch(exp, store, batch, tag, progress, chunk_size, log, on_checkpoint)
     first = batch[0]
     env = make_env(**first.env)
     spec = ProblemSpec(env.spec.d, env.spec.k, first.horizon)
-    static, _ = _split(first)
-    policy = policy_entry(first.policy["name"]).make(spec, **static)
+    policy, _ = build_policy(first.policy, spec)
     params, grid = _traced(batch)
     batch_id = _batch_id(batch)
 

@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nlbandit import __version__
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.envs.registry import env_entry, resolve_env, resolve_stream
-from nlbandit.policies.learners import resolve_learner
-from nlbandit.policies.registry import check_policy_env, resolve_policy
+from nlbandit.envs.registry import STREAMS, env_entry, make_env, resolve_env, resolve_stream
+from nlbandit.policies.learners import learner_entry, resolve_learner
+from nlbandit.policies.registry import check_policy_env, policy_entry, resolve_policy
+from nlbandit.provenance import code_hash
 
 SCALES = ("quick", "full")
 LOOPS = ("bandit", "regression")
@@ -96,6 +96,17 @@ _CLAIM_KEYS = (
 )
 
 
+def run_code(policy: str, env: str, loop: str = "bandit") -> str:
+    """:func:`~nlbandit.provenance.code_hash` of the modules that compute a run of registered ``policy``
+    (or learner) on ``env`` (or stream) in ``loop``: the loop's module, the policy's and the environment's
+    constructors, and everything they import."""
+    if loop == "regression":
+        modules = ("nlbandit.core.regress", learner_entry(policy).make.__module__, STREAMS[env].make.__module__)
+    else:
+        modules = ("nlbandit.core.simulate", *policy_entry(policy).modules(), env_entry(env).make.__module__)
+    return code_hash(modules)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One (environment case, policy configuration) pair to simulate.
@@ -117,21 +128,27 @@ class RunConfig:
     record_points: int
     loop: str = "bandit"
 
+    @property
+    def code(self) -> str:
+        """The hash of the source that computes this run (:func:`run_code`)."""
+        return run_code(self.policy["name"], self.env["name"], self.loop)
+
     def identity(self) -> dict[str, Any]:
-        """What determines the run's results (the label does not)."""
+        """What determines the run's results (the label does not): the resolved configuration and the
+        hash of the code that computes it, so that a stored run is never reused after that code changed."""
         ident = {
             "env": self.env,
             "policy": self.policy,
             "horizon": self.horizon,
             "n_seeds": self.n_seeds,
             "record_points": self.record_points,
-            "version": __version__,
+            "code": self.code,
         }
         return ident if self.loop == "bandit" else {**ident, "loop": self.loop}
 
     @property
     def run_id(self) -> str:
-        """Hash of the resolved configuration and the package version."""
+        """Hash of :meth:`identity`."""
         blob = json.dumps(self.identity(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 
@@ -297,7 +314,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
-    runs, labels = [], []
+    runs, labels, built = [], [], {}
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
@@ -315,7 +332,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                     env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")
                     resolved = resolve_learner(pol_cfg, env_cfg, lwhere)
                 else:
-                    resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), env_cfg, horizon, lwhere)
+                    if id(env_cfg) not in built:
+                        built[id(env_cfg)] = make_env(**env_cfg)
+                    resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), built[id(env_cfg)], horizon, lwhere)
                 runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"],
                                       top["loop"]))
 

@@ -59,6 +59,20 @@ def ridge_theta(state: Ridge) -> jax.Array:
     return state.b @ state.v_inv
 
 
+def mahalanobis_widths(inverse: jax.Array, contexts: jax.Array) -> jax.Array:
+    """‖x‖_{M⁻¹} = √(xᵀ M⁻¹ x) for each row x of ``contexts`` (K, d), given the inverse ``M⁻¹`` (d, d):
+    the confidence width of every UCB rule in the library (negative rounding clipped to 0)."""
+    return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, inverse, contexts), 0.0))
+
+
+def cholesky_widths(matrix: jax.Array, contexts: jax.Array) -> jax.Array:
+    """‖x‖_{M⁻¹} for each row of ``contexts`` (K, d) from ``M`` itself (one Cholesky factor and a
+    triangular solve, O(d³ + Kd²)), for matrices that change too much between rounds to keep an inverse."""
+    chol = jnp.linalg.cholesky(matrix)
+    z = jax.scipy.linalg.solve_triangular(chol, contexts.T.astype(matrix.dtype), lower=True)
+    return jnp.sqrt(jnp.sum(z * z, axis=0))
+
+
 def ridge_widths(state: Ridge, contexts: jax.Array) -> jax.Array:
     """‖x‖_{V⁻¹} for each row of ``contexts`` (K, d)."""
-    return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, state.v_inv, contexts), 0.0))
+    return mahalanobis_widths(state.v_inv, contexts)

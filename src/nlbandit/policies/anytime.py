@@ -21,7 +21,7 @@ Per-epoch schedules of the T-dependent hyperparameters, computed from the *plann
 * ``none``: the base hyperparameters in every epoch;
 * ``sun2025``: m_i = max(1, ⌈2 ln τ_i⌉) models and σ_R,i = 0.02 ln τ_i (spec 003 §4.3, U8), for
   ensemble policies. The base is built with the largest m_i and the draw j_t is restricted to the
-  first m_i models (``params["m_used"]``), so every epoch shares one compiled shape.
+  first m_i models (the ensemble policies' traced ``m_used``), so every epoch shares one compiled shape.
 
 The restart is a ``lax.cond`` on the round counter alone, which is the same for every seed and grid
 point, so under ``vmap`` the re-initialisation (including a G-optimal design) runs only at the
@@ -30,13 +30,15 @@ boundaries.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.types import Policy
+from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import doubling_schedule, epoch_models, epoch_sigma_r
 
 SCHEDULES = ("none", "sun2025")
@@ -104,10 +106,10 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
     def act(params, state, key, contexts, mask, t):
         return base.act(epoch_params(params, state.epoch), state.base, key, contexts, mask, t - state.offset)
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
         k_update, k_restart = jax.random.split(key)
         local = t - state.offset
-        new = base.update(epoch_params(params, state.epoch), state.base, k_update, x, feedback, local)
+        new = base.update(epoch_params(params, state.epoch), state.base, k_update, contexts, arm, feedback, local)
         state = state._replace(base=new)
         if once:  # the first time the base's warm-up is complete (the counter never returns to its length);
             # the warm-up ends by round `capacity` (t is shared by all seeds, so this is a real branch)
@@ -127,4 +129,45 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
 
         return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
 
-    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.fixed_arms)
+    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.requires)
+
+
+SUFFIX = "@anytime"
+_HYPERS = (
+    Hyper("t0", 100, "T₀: the first epoch's length (epochs end at ⌊T₀ bⁱ⌋)", kind=int, static=True, low=1),
+    Hyper("b", 2.618033988749895, "growth factor b of the epochs ((3+√5)/2 is optimal)", static=True, low=1.0,
+          low_open=True),
+    Hyper("schedule", "none", "per-epoch hyperparameters: none, or sun2025 (m = ⌈2 ln τ_i⌉, σ_R = 0.02 ln τ_i)",
+          kind=str, static=True, choices=SCHEDULES),
+    Hyper("warmup_scope", "epoch", "epoch: a new warm-up in every epoch (spec 003 U7 default); once: one warm-up, "
+          "every later epoch restarts from the state at its end", kind=str, static=True, choices=WARMUP_SCOPES),
+)
+
+
+def anytime_entry(base: PolicyEntry) -> PolicyEntry:
+    """``<base>@anytime``: the registered policy ``base`` under the doubling trick (module docstring)."""
+    names = {h.name for h in base.hypers}
+
+    def make(spec: ProblemSpec, t0: int, b: float, schedule: str, warmup_scope: str, **static: Any) -> Policy:
+        if schedule == "sun2025":  # the base holds the largest ensemble of any epoch; `m` is ignored
+            static["m"] = int(epoch_table(t0, b, spec.horizon, schedule)[1]["m_used"].max())
+        return anytime(base.make(spec, **static), t0, b, spec.horizon, schedule, spec.k, spec.d, warmup_scope)
+
+    def finalize(values: dict[str, Any]) -> dict[str, Any]:
+        if values["schedule"] == "sun2025" and not {"m", "sigma_r"} <= names:
+            raise ConfigError(f"field 'schedule' = 'sun2025' sets m and σ_R per epoch and needs an ensemble "
+                              f"policy (lin-es, glm-es), not '{base.name}'")
+        if values["schedule"] == "sun2025":  # m_used is set per epoch; the base's m (and m_used) are unused
+            values = {**values, "m_used": None}
+        values = base.finalize(values)
+        if values["t0"] * (values["b"] - 1.0) <= 1.0:
+            raise ConfigError(f"fields 't0' and 'b' must satisfy t0·(b − 1) > 1, got {values['t0']}·"
+                              f"({values['b']:g} − 1)")
+        if values["warmup_scope"] == "once" and values.get("warmup", "none") == "none":
+            raise ConfigError("field 'warmup_scope' = 'once' needs a base policy with a warm-up (field 'warmup' "
+                              "other than 'none')")
+        return values
+
+    return PolicyEntry(base.name + SUFFIX, make, base.hypers + _HYPERS,
+                       f"{base.doc}, anytime (doubling trick, full restarts; schedule sun2025 overrides m and "
+                       "σ_R)", finalize, base.check, base.adapt, base.boundary, base.modules())

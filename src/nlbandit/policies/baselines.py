@@ -4,28 +4,33 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import Hyper
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.models.ridge import ridge_init, ridge_theta, ridge_update
-from nlbandit.policies.exploration import argmax_random_ties, epsilon_greedy, uniform_arm
+from nlbandit.policies.entry import PolicyEntry
+from nlbandit.policies.exploration import act_info, choose, epsilon_greedy, uniform_arm
+
+LAM = Hyper("lam", 1.0, "ridge regularisation λ (V = λI + Σ xxᵀ)", low=0.0, low_open=True)
 
 
 def uniform(spec: ProblemSpec) -> Policy:
-    """Pick an available arm uniformly at random every round; learns nothing."""
+    """Pick an available arm uniformly at random every round; learns nothing. Probability 1/|available|."""
 
     def init(params, key):
         return jnp.zeros(())
 
     def act(params, state, key, contexts, mask, t):
-        return uniform_arm(key, mask)
+        return uniform_arm(key, mask), act_info(jnp.nan, probability=1.0 / jnp.sum(mask))
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
         return state
 
     return Policy("uniform", init, act, update)
 
 
-def _ridge_update(params, state, key, x, feedback, t):
-    return ridge_update(state, x, feedback.reward)
+def ridge_learn(params, state, key, contexts, arm, feedback, t):
+    """``update`` of a policy whose state is one ridge regression on the played features."""
+    return ridge_update(state, contexts[arm], feedback.reward)
 
 
 def greedy(spec: ProblemSpec) -> Policy:
@@ -35,9 +40,11 @@ def greedy(spec: ProblemSpec) -> Policy:
         return ridge_init(spec.d, params["lam"])
 
     def act(params, state, key, contexts, mask, t):
-        return argmax_random_ties(key, contexts @ ridge_theta(state), mask)
+        scores = contexts @ ridge_theta(state)
+        arm, p = choose(key, scores, mask)
+        return arm, act_info(scores[arm], 0.0, p)
 
-    return Policy("greedy", init, act, _ridge_update)
+    return Policy("greedy", init, act, ridge_learn)
 
 
 def eps_greedy(spec: ProblemSpec) -> Policy:
@@ -47,6 +54,17 @@ def eps_greedy(spec: ProblemSpec) -> Policy:
         return ridge_init(spec.d, params["lam"])
 
     def act(params, state, key, contexts, mask, t):
-        return epsilon_greedy(key, contexts @ ridge_theta(state), mask, params["epsilon"])
+        scores = contexts @ ridge_theta(state)
+        arm, p = epsilon_greedy(key, scores, mask, params["epsilon"])
+        return arm, act_info(scores[arm], 0.0, p)
 
-    return Policy("eps-greedy", init, act, _ridge_update)
+    return Policy("eps-greedy", init, act, ridge_learn)
+
+
+ENTRIES = (
+    PolicyEntry("uniform", uniform, (), "uniformly random available arm"),
+    PolicyEntry("greedy", greedy, (LAM,), "ridge estimate, no exploration"),
+    PolicyEntry("eps-greedy", eps_greedy,
+                (LAM, Hyper("epsilon", 0.05, "exploration probability ε", low=0.0, high=1.0)),
+                "ridge greedy with probability-ε uniform exploration"),
+)

@@ -1,9 +1,17 @@
-"""Exploration rules shared by the policies: masked argmax with random tie-breaking, ε-greedy."""
+"""Exploration rules shared by the policies: masked argmax with random tie-breaking, ε-greedy, the
+ensemble member draw, and the :class:`~nlbandit.core.types.ActInfo` that ``act`` returns.
+
+Every rule that can say with which probability it chose its arm returns it beside the arm. The
+probability is computed inside the jitted ``act``; when the caller does not use it (the simulation
+engine), XLA removes that computation, so it costs nothing there.
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from nlbandit.core.types import ActInfo
 
 TIE_RTOL = 1e-12
 """Relative tolerance under which two scores count as tied."""
@@ -37,13 +45,30 @@ def argmax_random_ties(key: jax.Array, scores: jax.Array, mask: jax.Array) -> ja
     return argmax_tie_word(jax.random.bits(key, (), jnp.uint32), scores, mask)
 
 
+def tied_arms(scores: jax.Array, mask: jax.Array) -> jax.Array:
+    """(K,) bool: the available arms whose score is within ``TIE_RTOL``·max(1, |best|) of the best."""
+    scores = jnp.where(mask, scores, -jnp.inf)
+    best = jnp.max(scores)
+    return mask & (scores >= best - TIE_RTOL * jnp.maximum(1.0, jnp.abs(best)))
+
+
 def argmax_tie_word(word: jax.Array, scores: jax.Array, mask: jax.Array) -> jax.Array:
     """:func:`argmax_random_ties` with the random 32-bit ``word`` already drawn (for policies that draw
     several words at once)."""
-    scores = jnp.where(mask, scores, -jnp.inf)
-    best = jnp.max(scores)
-    tied = mask & (scores >= best - TIE_RTOL * jnp.maximum(1.0, jnp.abs(best)))
+    tied = tied_arms(scores, mask)
     return jnp.argmax(jnp.where(tied, tie_priorities(word, scores.shape[0]), 0)).astype(jnp.int32)
+
+
+def greedy_choice(word: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(arm, probability): :func:`argmax_tie_word`, and 1/|tied arms|, the probability of that choice."""
+    tied = tied_arms(scores, mask)
+    arm = jnp.argmax(jnp.where(tied, tie_priorities(word, scores.shape[0]), 0)).astype(jnp.int32)
+    return arm, 1.0 / jnp.sum(tied)
+
+
+def choose(key: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`greedy_choice` with its random word drawn from ``key``."""
+    return greedy_choice(jax.random.bits(key, (), jnp.uint32), scores, mask)
 
 
 def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:
@@ -51,8 +76,39 @@ def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:
     return argmax_random_ties(key, jnp.zeros(mask.shape), mask)
 
 
-def epsilon_greedy(key: jax.Array, scores: jax.Array, mask: jax.Array, epsilon: jax.Array) -> jax.Array:
-    """With probability ε a uniformly random available arm, otherwise the masked argmax."""
+def epsilon_greedy(key: jax.Array, scores: jax.Array, mask: jax.Array,
+                   epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """With probability ε a uniformly random available arm, otherwise the masked argmax; returns (arm,
+    probability), the probability being ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
     k_coin, k_uniform, k_ties = jax.random.split(key, 3)
     explore = jax.random.uniform(k_coin) < epsilon
-    return jnp.where(explore, uniform_arm(k_uniform, mask), argmax_random_ties(k_ties, scores, mask))
+    best, p_best = choose(k_ties, scores, mask)
+    arm = jnp.where(explore, uniform_arm(k_uniform, mask), best)
+    tied = tied_arms(scores, mask)
+    probability = epsilon / jnp.sum(mask) + (1.0 - epsilon) * jnp.where(tied[arm], p_best, 0.0)
+    return arm, probability
+
+
+def member_draw(word: jax.Array, m_used: jax.Array) -> jax.Array:
+    """j ~ Uniform{0..m_used−1} from a random 32-bit word (modulo bias ≤ m/2³², negligible): the
+    ensemble member that acts this round (Sun, Wang & Xu 2025, Algorithm 1, line 4)."""
+    return (word % m_used.astype(jnp.uint32)).astype(jnp.int32)
+
+
+def ensemble_probability(member_scores: jax.Array, arm: jax.Array, mask: jax.Array,
+                         m_used: jax.Array) -> jax.Array:
+    """P(arm) = (1/m_used) Σ_{j < m_used} [arm tied for best under member j]/|tied_j|: the exact
+    probability of ensemble sampling's choice, from every member's scores (m, K)."""
+    tied = jax.vmap(tied_arms, in_axes=(0, None))(member_scores, mask)
+    share = jnp.where(tied[:, arm], 1.0 / jnp.sum(tied, axis=1), 0.0)
+    used = jnp.arange(member_scores.shape[0]) < m_used
+    return jnp.sum(jnp.where(used, share, 0.0)) / m_used
+
+
+def act_info(score: jax.Array, bonus: jax.Array | float = jnp.nan,
+             probability: jax.Array | float = jnp.nan) -> ActInfo:
+    """An :class:`~nlbandit.core.types.ActInfo` of scalars in the score's float type (NaN for what is not
+    defined), so a float32 policy's info stays float32."""
+    score = jnp.asarray(score)
+    dtype = score.dtype if jnp.issubdtype(score.dtype, jnp.floating) else jnp.result_type(float)
+    return ActInfo(score.astype(dtype), jnp.asarray(bonus, dtype), jnp.asarray(probability, dtype))

@@ -26,18 +26,22 @@ the link.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, gd_solve, newton_solve
 from nlbandit.models.links import LINKS
-from nlbandit.models.ridge import gram_update
-from nlbandit.policies.exploration import argmax_random_ties, argmax_tie_word
-from nlbandit.policies.warmup import Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity
+from nlbandit.models.ridge import gram_update, mahalanobis_widths
+from nlbandit.policies.entry import PolicyEntry, link_from_env
+from nlbandit.policies.exploration import act_info, choose, ensemble_probability, greedy_choice, member_draw
+from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
+from nlbandit.policies.warmup import (WARMUPS, Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity,
+                                      warmup_min_length)
 
 HISTORY_BLOCK = 128
 """Rows per block of the history layout (its buffer is a multiple of this)."""
@@ -93,15 +97,23 @@ class Setup(NamedTuple):
     basis_pulls: int
     design: str
     capacity: int
+    rewards_outside_link: bool
 
 
 def glm_setup(spec: ProblemSpec, link: str = "logistic", backend: str = "arms", solver: str = "newton",
               gd_steps: int = 100, reduction: str = "mean", warmup: str = "basis", warmup_rounds: int = 0,
-              basis_pulls: int = 1, design: str = "multiplicative") -> Setup:
+              basis_pulls: int = 1, design: str = "multiplicative", rewards_outside_link: bool = False) -> Setup:
     """Bundle the static options; the history buffer holds ``spec.horizon`` rows (rounded up to blocks)."""
     capacity = spec.k if backend == "arms" else -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK
     return Setup(spec, link, backend, solver, gd_steps, reduction, warmup, warmup_rounds, basis_pulls, design,
-                 capacity)
+                 capacity, rewards_outside_link)
+
+
+def glm_requirements(setup: Setup) -> Requirements:
+    """A fixed arm set for per-arm statistics or a design on the arms; rewards inside the link's range
+    unless ``rewards_outside_link``."""
+    return Requirements(fixed_arms=setup.backend == "arms" or setup.warmup in ("basis", "g-optimal"),
+                        reward_range=None if setup.rewards_outside_link else LINKS[setup.link].reward_range)
 
 
 def _init_state(setup: Setup, params, targets: int | None) -> GLMState:
@@ -125,18 +137,12 @@ def _prepare(setup: Setup):
     return prepare
 
 
-def arm_slot(arms: jax.Array, x: jax.Array) -> jax.Array:
-    """The row of ``arms`` (K, d) that the played features ``x`` are (the nearest row, so float rounding
-    of the played features cannot miss it)."""
-    return jnp.argmin(jnp.sum((arms - x) ** 2, axis=1))
-
-
-def _add(setup: Setup, rows: Rows, x: jax.Array, y: jax.Array) -> Rows:
-    """Record one observation (``y`` a scalar, or (m,) for perturbed copies)."""
+def _add(setup: Setup, rows: Rows, x: jax.Array, arm: jax.Array, y: jax.Array) -> Rows:
+    """Record one observation of arm ``arm`` with features ``x`` (``y`` a scalar, or (m,) for perturbed
+    copies)."""
     x = x.astype(jnp.float64)
     if setup.backend == "arms":
-        slot = arm_slot(rows.x, x)
-        return Rows(rows.x, rows.n.at[slot].add(1.0), rows.y.at[slot].add(y), rows.count + 1)
+        return Rows(rows.x, rows.n.at[arm].add(1.0), rows.y.at[arm].add(y), rows.count + 1)
     slot = rows.count
     return Rows(rows.x.at[slot].set(x), rows.n.at[slot].set(1.0), rows.y.at[slot].set(y), rows.count + 1)
 
@@ -151,38 +157,41 @@ def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array
                     setup.reduction, active=active)
 
 
-def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, gram: bool = False) -> Policy:
-    """A GLM policy from ``score(params, state, key, contexts) -> (K,)`` and
-    ``refit(params, state, key) -> state`` (called after every observation)."""
+def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, gram: bool = False,
+            exact: bool = False) -> Policy:
+    """A GLM policy from ``score(params, state, key, contexts) -> (scores (K,), bonus (K,) or None)`` and
+    ``refit(params, state, key) -> state`` (called after every observation). ``exact``: the argmax of the
+    scores is the whole decision (no sampling), so its probability is 1/|tied arms|; planned warm-up pulls
+    have probability 1."""
 
     def init(params, key):
         return _init_state(setup, params, targets)
 
     def act(params, state, key, contexts, mask, t):
         k_score, k_ties = jax.random.split(key)
-        chosen = argmax_random_ties(k_ties, score(params, state, k_score, contexts), mask)
-        return warmup_arm(state.warmup, t, chosen, mask)
+        scores, bonus = score(params, state, k_score, contexts)
+        chosen, p = choose(k_ties, scores, mask)
+        arm, planned = warmup_arm(state.warmup, t, chosen, mask)
+        probability = jnp.where(planned, 1.0, p if exact else jnp.nan)
+        return arm, act_info(scores[arm], jnp.nan if bonus is None else bonus[arm], probability)
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
+        x = contexts[arm]
         k_noise, k_fit = jax.random.split(key)
         y = feedback.reward if targets is None else perturbed_copies(params, k_noise, feedback.reward, targets)
-        state = state._replace(rows=_add(setup, state.rows, x, y))
+        state = state._replace(rows=_add(setup, state.rows, x, arm, y))
         if gram:
             state = state._replace(v_inv=gram_update(state.v_inv, x.astype(jnp.float64))[0])
         return refit(params, state, k_fit)
 
     history = setup.backend == "history"
     return Policy(name, init, act, update, max_horizon=setup.spec.horizon if history else None,
-                  prepare=_prepare(setup), fixed_arms=not history or setup.warmup in ("basis", "g-optimal"))
+                  prepare=_prepare(setup), requires=glm_requirements(setup))
 
 
 def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
     """(m,) perturbed rewards Y + Z^j, Z^j ~ N(0, σ_R²): one fresh draw per model, kept for ever (spec 003 §2.5)."""
     return reward + params["sigma_r"] * normal(key, (m,))
-
-
-def _widths(state: GLMState, contexts: jax.Array) -> jax.Array:
-    return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, state.v_inv, contexts), 0.0))
 
 
 def _refit_mle(setup: Setup):
@@ -225,9 +234,10 @@ def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
         return lead * jnp.sqrt(2.0 * d * log_n) * jnp.sqrt(jnp.log(2.0 * d) + 2.0 * log_n)
 
     def score(params, state, key, contexts):
-        return link.mean(contexts @ state.theta) + rho(params, state) * _widths(state, contexts)
+        bonus = rho(params, state) * mahalanobis_widths(state.v_inv, contexts)
+        return link.mean(contexts @ state.theta) + bonus, bonus
 
-    return _policy("glm-ucb", setup, score, _refit_mle(setup), gram=True)
+    return _policy("glm-ucb", setup, score, _refit_mle(setup), gram=True, exact=True)
 
 
 def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
@@ -247,9 +257,10 @@ def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
         return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(0.5 * d * jnp.log1p(2.0 * spec.horizon / d) + log_n)
 
     def score(params, state, key, contexts):
-        return contexts @ state.theta + alpha(params) * _widths(state, contexts)
+        bonus = alpha(params) * mahalanobis_widths(state.v_inv, contexts)
+        return contexts @ state.theta + bonus, bonus
 
-    return _policy("ucb-glm", setup, score, _refit_mle(setup), gram=True)
+    return _policy("ucb-glm", setup, score, _refit_mle(setup), gram=True, exact=True)
 
 
 def _scale_a(setup: Setup, params, scale: str, fpl: bool) -> jax.Array:
@@ -262,7 +273,13 @@ def _scale_a(setup: Setup, params, scale: str, fpl: bool) -> jax.Array:
 
 
 def _argmax_theta(params, state, key, contexts):
-    return contexts @ state.theta
+    return contexts @ state.theta, None
+
+
+def _sampled_theta(params, state, key, contexts):
+    """Scores of the sampled θ̃ and, as the bonus, their excess over the unperturbed MLE θ̄'s."""
+    scores = contexts @ state.theta
+    return scores, scores - contexts @ state.center
 
 
 def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
@@ -283,7 +300,7 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
         step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (spec.d,)), lower=False)
         return state._replace(center=center, theta=center + _scale_a(setup, params, scale, False) * step)
 
-    return _policy("glm-tsl", setup, _argmax_theta, refit)
+    return _policy("glm-tsl", setup, _sampled_theta, refit)
 
 
 def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", **options) -> Policy:
@@ -331,8 +348,9 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     perturbations, spec 003 §2.5): with ``backend="arms"`` only the per-arm sums R_k^j = Σ (Y_l + Z_l^j)
     are kept (exact, spec 003 §2.3 fixed-arm fast path). After each observation all m models are
     refitted from their previous estimates (vmapped); each round one model j_t ~ Uniform{1..m} is drawn
-    and argmax_x xᵀθ^{j_t} (= argmax μ(xᵀθ^{j_t})) is played. The anytime wrapper may restrict the draw
-    to the first ``params["m_used"]`` models.
+    and argmax_x xᵀθ^{j_t} (= argmax μ(xᵀθ^{j_t})) is played. The draw is restricted to the first
+    ``m_used`` models (param; all m by default, fewer in the early epochs of the anytime schedule);
+    ``info.probability`` is the exact probability of the choice over that draw.
     """
     setup = glm_setup(spec, **options)
 
@@ -342,9 +360,113 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
 
     def act(params, state, key, contexts, mask, t):
         words = jax.random.bits(key, (2,), jnp.uint32)
-        m_used = params["m_used"].astype(jnp.uint32) if "m_used" in params else m
-        j = words[0] % m_used  # j_t ~ Uniform{0..m_used−1} (modulo bias ≤ m/2³², negligible)
-        chosen = argmax_tie_word(words[1], contexts @ state.theta[j], mask)
-        return warmup_arm(state.warmup, t, chosen, mask)
+        j = member_draw(words[0], params["m_used"])
+        scores = contexts @ state.theta[j]
+        chosen, _ = greedy_choice(words[1], scores, mask)
+        arm, planned = warmup_arm(state.warmup, t, chosen, mask)
+        p = ensemble_probability(state.theta @ contexts.T, arm, mask, params["m_used"])
+        return arm, act_info(scores[arm], probability=jnp.where(planned, 1.0, p))
 
     return _policy("glm-es", setup, _argmax_theta, refit, targets=m)._replace(act=act)
+
+
+def _glm_hypers(solver: str = "newton", warmup: str = "basis", warmup_rounds: int = 0,
+                backends: tuple[str, ...] = ("arms", "history")) -> tuple[Hyper, ...]:
+    """The options of :func:`glm_setup`, shared by every GLM policy (defaults per policy)."""
+    return (
+        Hyper("link", "logistic", "GLM link μ ('env': the environment's link)", kind=str, static=True,
+              choices=tuple(LINKS) + ("env",)),
+        Hyper("lam", 1.0, "ridge λ of the regularised MLE and of G = λI + Σ xxᵀ (spec 002 §7.3)", low=0.0),
+        Hyper("backend", backends[0], "data layout: per-arm sufficient statistics (fixed arms), or the full "
+              "history", kind=str, static=True, choices=backends),
+        Hyper("solver", solver, "MLE solver: warm-started damped Newton, or fixed-budget gradient descent",
+              kind=str, static=True, choices=("newton", "gd")),
+        Hyper("gd_steps", 100, "gradient steps per round (solver = 'gd')", kind=int, static=True, low=1),
+        Hyper("lr", 0.01, "gradient step size (solver = 'gd')", low=0.0, low_open=True),
+        Hyper("reduction", "mean", "gd loss: mean-normalised (spec 003 U3) or the sum as printed", kind=str,
+              static=True, choices=("mean", "sum")),
+        Hyper("warmup", warmup, "initial exploration (nlbandit.policies.warmup)", kind=str, static=True,
+              choices=WARMUPS),
+        Hyper("warmup_rounds", warmup_rounds, "τ: round-robin length, or the G-optimal design's budget", kind=int,
+              static=True, low=0),
+        Hyper("basis_pulls", 1, "pulls of each basis arm (warmup = 'basis')", kind=int, static=True, low=1),
+        Hyper("design", "multiplicative", "G-optimal design algorithm (warmup = 'g-optimal')", kind=str,
+              static=True, choices=("multiplicative", "frank-wolfe")),
+        Hyper("rewards_outside_link", False, "allow rewards outside the link's range (seed 003's logistic bandit "
+              "with Gaussian noise; the ridge term keeps the loss bounded below)", kind=bool, static=True),
+    )
+
+
+_THEORY = (
+    Hyper("sigma", 0.5, "sub-Gaussian noise level σ of the theory widths", low=0.0),
+    Hyper("mu_dot_min", 0.25, "μ̇_min (c_μ, κ) of the theory widths (Kveton et al. 2020 §5.1: 0.25)", low=0.0,
+          low_open=True),
+)
+
+
+def _check_glm(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
+    """What only a GLM policy can judge: λ > 0, a link whose range holds the rewards (with the hint to
+    set ``rewards_outside_link``), bounded μ̇ for theory widths, a warm-up that fits in the horizon."""
+    if config["lam"] == 0:
+        raise ConfigError(f"{where}: field 'lam' is 0: the design matrix λI + Σ xxᵀ is singular until the warm-up "
+                          "has spanned ℝ^d, and the MLE does not exist on separable data; use a small λ > 0 "
+                          "(e.g. 1e-6) for the unregularised limit")
+    low, high = env.facts.reward_range
+    link = LINKS[config["link"]]
+    lo_link, hi_link = link.reward_range
+    if (low < lo_link or high > hi_link) and not config["rewards_outside_link"]:
+        raise ConfigError(f"{where}: environment '{env.name}' gives rewards in [{low:g}, {high:g}] but link "
+                          f"'{link.name}' models rewards in [{lo_link:g}, {hi_link:g}]; set rewards_outside_link = "
+                          "true to fit it anyway, or choose a link whose range contains the rewards")
+    if "theory" in (config.get("width"), config.get("scale")) and link.mu_dot_max is None:
+        raise ConfigError(f"{where}: theory widths need a link with bounded μ̇; '{link.name}' has none")
+    length = warmup_min_length(config["warmup"], env.spec.d, env.spec.k, config["warmup_rounds"],
+                               config["basis_pulls"])
+    if length > horizon:
+        raise ConfigError(f"{where}: field 'warmup_rounds': the '{config['warmup']}' warm-up lasts at least {length} "
+                          f"rounds, longer than the horizon T = {horizon}")
+    if config["warmup"] in ("round-robin", "g-optimal") and config["warmup_rounds"] == 0:
+        raise ConfigError(f"{where}: field 'warmup_rounds' must be >= 1 with warmup = '{config['warmup']}'")
+
+
+def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, **defaults: Any) -> PolicyEntry:
+    extra = {} if finalize is None else {"finalize": finalize}
+    return PolicyEntry(name, make, own + _glm_hypers(**defaults), doc, check=_check_glm, adapt=link_from_env,
+                       **extra)
+
+
+_WIDTH = Hyper("width", "constant", "confidence width: the constant alpha, or the theory value", kind=str,
+               static=True, choices=("constant", "theory"))
+_SCALE = Hyper("scale", "constant", "perturbation scale: the constant a, or the theory value (spec 002 §2.6)",
+               kind=str, static=True, choices=("constant", "theory"))
+
+
+def glm_phe(spec: ProblemSpec, **options) -> Policy:
+    """GLM-PHE: :func:`glm_fpl` on the full history, every past reward re-perturbed each round (the O(t)
+    perturbed-history baseline of Sun, Wang & Xu 2025's runtime comparison)."""
+    return glm_fpl(spec, name="glm-phe", **options)
+
+
+ENTRIES = (
+    _entry("glm-ucb", glm_ucb,
+           (_WIDTH, Hyper("alpha", 0.5, "constant width ρ (informal design: 0.5)", low=0.0),
+            Hyper("reward_bound", 1.0, "reward bound R_max of the theory width", low=0.0)) + _THEORY,
+           "GLM-UCB (Filippi et al. 2010): μ(xᵀθ̂) + ρ‖x‖_{G⁻¹}"),
+    _entry("ucb-glm", ucb_glm,
+           (_WIDTH, Hyper("alpha", 0.5, "constant width α (informal design: 0.5)", low=0.0)) + _THEORY,
+           "UCB-GLM (Li et al. 2017): xᵀθ̂ + α‖x‖_{V⁻¹}"),
+    _entry("glm-tsl", glm_tsl,
+           (_SCALE, Hyper("a", 1.0, "Laplace sample scale a (informal design: 1)", low=0.0)) + _THEORY,
+           "GLM-TSL (Kveton et al. 2020): θ̃ ~ N(θ̄, a²H⁻¹)"),
+    _entry("glm-fpl", glm_fpl,
+           (_SCALE, Hyper("a", 0.5, "perturbation std a (informal design: 0.5)", low=0.0)) + _THEORY,
+           "GLM-FPL (Kveton et al. 2020): MLE on rewards + fresh N(0, a²), aggregated per arm"),
+    _entry("glm-phe", glm_phe,
+           (_SCALE, Hyper("a", 0.5, "perturbation std a", low=0.0)) + _THEORY,
+           "GLM-FPL on the full history: every past reward re-perturbed each round (O(t) per round)",
+           backends=("history",)),
+    _entry("glm-es", glm_es,
+           (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
+           "GLM ensemble sampling (Sun, Wang & Xu 2025): G-optimal warm-up, m models, incremental "
+           "perturbations", members_used, solver="gd", warmup="g-optimal", warmup_rounds=500),
+)

@@ -27,16 +27,19 @@ negative values) counts as σ̄, above R as R, and NaN as R, the most conservati
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.types import Policy, ProblemSpec
-from nlbandit.models.ftrl import ftrl
+from nlbandit.core.hyper import Hyper
+from nlbandit.core.types import Policy, ProblemSpec, Requirements
+from nlbandit.models.ftrl import SOLVERS, ftrl
 from nlbandit.models.links import LINKS
-from nlbandit.models.ridge import ridge_init, ridge_theta, ridge_update, ridge_widths
-from nlbandit.policies.exploration import argmax_random_ties
-from nlbandit.theory import link_curvature
+from nlbandit.models.ridge import mahalanobis_widths, ridge_init, ridge_theta, ridge_update, ridge_widths
+from nlbandit.policies.entry import PolicyEntry, link_from_env
+from nlbandit.policies.exploration import act_info, choose
+from nlbandit.theory import ftrl_lambda, link_curvature
 
 
 def n_layers(noise_bound: float, sigma_bar: float) -> int:
@@ -103,17 +106,21 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
 
     def act(params, state, key, contexts, mask, t):
         means = contexts @ state.theta.T  # (K, L)
-        widths = jnp.sqrt(jnp.maximum(jnp.einsum("kd,lde,ke->kl", contexts, state.h_inv, contexts), 0.0))
-        upper = jnp.min(means + beta(params, t) * widths, axis=1)
-        return argmax_random_ties(key, upper, mask)
+        widths = jax.vmap(mahalanobis_widths, in_axes=(0, None), out_axes=1)(state.h_inv, contexts)  # (K, L)
+        upper_by_layer = means + beta(params, t) * widths
+        layer = jnp.argmin(upper_by_layer, axis=1)
+        upper = jnp.take_along_axis(upper_by_layer, layer[:, None], axis=1)[:, 0]
+        arm, p = choose(key, upper, mask)
+        return arm, act_info(upper[arm], upper[arm] - means[arm, layer[arm]], p)
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
         layer = layer_index(feedback.variance_bound, sigma_bar, big_r, layers)
         mine = jax.tree.map(lambda a: a[layer], state)
-        new = est.update(mine, x, feedback.reward, params["lam"])
+        new = est.update(mine, contexts[arm], feedback.reward, params["lam"])
         return jax.tree.map(lambda a, b: a.at[layer].set(b), state, new)
 
-    return Policy("mor-ucb", init, act, update, max_horizon=None if est.solver == "closed-form" else spec.horizon)
+    return Policy("mor-ucb", init, act, update, max_horizon=None if est.solver == "closed-form" else spec.horizon,
+                  requires=Requirements(noise_level=True, link=link, noise_bound=noise_bound))
 
 
 def weighted_radius(t: jax.Array, lam: jax.Array, s: jax.Array, *, d: int, sigma_min: float, noise_bound: float,
@@ -153,11 +160,65 @@ def weighted_oful(spec: ProblemSpec, noise_bound: float = 1.0, sigma_min: float 
     def act(params, state, key, contexts, mask, t):
         beta = params["beta_scale"] * weighted_radius(t - 1, params["lam"], params["s"], d=d, sigma_min=sigma_min,
                                                       noise_bound=big_r, delta=delta)
-        return argmax_random_ties(key, contexts @ ridge_theta(state) + beta * ridge_widths(state, contexts), mask)
+        bonus = beta * ridge_widths(state, contexts)
+        scores = contexts @ ridge_theta(state) + bonus
+        arm, p = choose(key, scores, mask)
+        return arm, act_info(scores[arm], bonus[arm], p)
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
         sigma = jnp.where(jnp.isnan(feedback.variance_bound), big_r, feedback.variance_bound)
         weight = 1.0 / jnp.clip(sigma, sigma_min, big_r)
-        return ridge_update(state, x * weight, feedback.reward * weight)
+        return ridge_update(state, contexts[arm] * weight, feedback.reward * weight)
 
-    return Policy("weighted-oful", init, act, update)
+    return Policy("weighted-oful", init, act, update,
+                  requires=Requirements(noise_level=True, link="identity", noise_bound=noise_bound))
+
+
+def _mor_ucb_lambda(values: dict[str, Any]) -> dict[str, Any]:
+    """λ omitted → the theory 4K²/κ of the link (once the link is known)."""
+    if values["lam"] is None and values["link"] != "env":
+        values["lam"] = ftrl_lambda(values["link"])
+    return values
+
+
+_NOISE_BOUND = Hyper("noise_bound", 1.0, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True)
+_DELTA = Hyper("delta", 0.05, "confidence level δ of the radii", static=True, low=0.0, high=1.0, low_open=True,
+               high_open=True)
+_BETA_SCALE = Hyper("beta_scale", 1.0, "multiplier of the theory radii (1 = theory)", low=0.0, low_open=True)
+
+ENTRIES = (
+    PolicyEntry(
+        "mor-ucb",
+        mor_ucb,
+        (
+            Hyper("link", "identity", "GLM link φ, the environment's ('env' takes it from the environment)",
+                  kind=str, static=True, choices=tuple(LINKS) + ("env",)),
+            _NOISE_BOUND,
+            Hyper("sigma_bar", None, "smallest layer's noise level σ̄ (omitted: R/√d; σ̄ = R: one layer)",
+                  static=True, low=0.0, low_open=True, optional=True),
+            _DELTA,
+            Hyper("lam", None, "λ of λ‖θ‖² per layer (omitted: the theory 4K²/κ)", low=0.0, low_open=True,
+                  optional=True),
+            _BETA_SCALE,
+            Hyper("solver", "auto", "per-layer FTRL solver: closed form (identity link) or Newton", kind=str,
+                  static=True, choices=SOLVERS),
+        ),
+        "MOR-UCB (Zhao et al. 2023, Alg. 2): variance-layered FTRL estimates, min over layers of the UCBs",
+        _mor_ucb_lambda,
+        adapt=lambda config, env: _mor_ucb_lambda(link_from_env(config, env)),
+    ),
+    PolicyEntry(
+        "weighted-oful",
+        weighted_oful,
+        (
+            _NOISE_BOUND,
+            Hyper("sigma_min", None, "floor σ_min of the weights' noise levels σ̄_t = max(σ_t, σ_min) (omitted: "
+                  "R/√d)", static=True, low=0.0, low_open=True, optional=True),
+            _DELTA,
+            Hyper("lam", 1.0, "ridge λ of Z = λI + Σ aaᵀ/σ̄² (the paper: 1/S²)", low=0.0, low_open=True),
+            Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True),
+            _BETA_SCALE,
+        ),
+        "weighted OFUL (Zhou, Gu & Szepesvári 2021): 1/σ̄_t²-weighted ridge regression UCB, identity link",
+    ),
+)

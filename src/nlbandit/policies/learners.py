@@ -14,7 +14,7 @@ from nlbandit.core.regress import METRICS, UNITS
 from nlbandit.core.types import Learner
 from nlbandit.envs.streams import Stream
 from nlbandit.models.ftrl import SOLVERS, ftrl
-from nlbandit.policies.registry import PolicyEntry, split_config
+from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import ftrl_lambda
 
 
@@ -82,4 +82,4 @@ def resolve_learner(config: dict[str, Any], stream: dict[str, Any], where: str =
 
 def split_learner_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a resolved learner config into (static keyword arguments, traced hyperparameters)."""
-    return split_config(learner_entry(config["name"]), config)
+    return learner_entry(config["name"]).split(config)

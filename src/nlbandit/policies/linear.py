@@ -5,15 +5,18 @@ All share the ridge estimator of :mod:`nlbandit.models.ridge`; they differ only 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
-from nlbandit.policies.exploration import argmax_random_ties, argmax_tie_word
+from nlbandit.policies.baselines import LAM, ridge_learn
+from nlbandit.policies.entry import PolicyEntry
+from nlbandit.policies.exploration import act_info, choose, ensemble_probability, greedy_choice, member_draw
 
 
 def oful_radius(state: Ridge, params) -> jax.Array:
@@ -41,13 +44,12 @@ def lin_ucb(spec: ProblemSpec, width: str = "oful") -> Policy:
 
     def act(params, state, key, contexts, mask, t):
         alpha = oful_radius(state, params) if width == "oful" else params["alpha"]
-        scores = contexts @ ridge_theta(state) + alpha * ridge_widths(state, contexts)
-        return argmax_random_ties(key, scores, mask)
+        bonus = alpha * ridge_widths(state, contexts)
+        scores = contexts @ ridge_theta(state) + bonus
+        arm, p = choose(key, scores, mask)
+        return arm, act_info(scores[arm], bonus[arm], p)
 
-    def update(params, state, key, x, feedback, t):
-        return ridge_update(state, x, feedback.reward)
-
-    return Policy("lin-ucb", init, act, update)
+    return Policy("lin-ucb", init, act, ridge_learn)
 
 
 def lin_ts(spec: ProblemSpec) -> Policy:
@@ -64,13 +66,13 @@ def lin_ts(spec: ProblemSpec) -> Policy:
     def act(params, state, key, contexts, mask, t):
         k_z, k_ties = jax.random.split(key)
         z = normal(k_z, (spec.d,))
-        theta = ridge_theta(state) + params["v"] * (jnp.linalg.cholesky(state.v_inv) @ z)
-        return argmax_random_ties(k_ties, contexts @ theta, mask)
+        center = ridge_theta(state)
+        theta = center + params["v"] * (jnp.linalg.cholesky(state.v_inv) @ z)
+        scores = contexts @ theta
+        arm, _ = choose(k_ties, scores, mask)
+        return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ center)
 
-    def update(params, state, key, x, feedback, t):
-        return ridge_update(state, x, feedback.reward)
-
-    return Policy("lin-ts", init, act, update)
+    return Policy("lin-ts", init, act, ridge_learn)
 
 
 def _prior_term(key: jax.Array, params, shape: tuple[int, ...]) -> jax.Array:
@@ -97,8 +99,9 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
     Deviation (spec 003 U10, default on): the initial prior perturbation b₀^j = √λ·prior_scale·w^j of
     Lee & Oh (2024); without it every model scores unexplored directions at exactly 0 and Lin-ES without
     warm-up locks onto the first arm with a positive mean (spec 003 §9). ``prior_scale = 0`` gives the
-    paper-literal algorithm. The anytime wrapper may restrict the draw to the first
-    ``params["m_used"]`` models.
+    paper-literal algorithm. The draw is restricted to the first ``m_used`` models (param ``m_used``;
+    all m by default, fewer in the early epochs of the anytime schedule). ``info.probability`` is the
+    exact probability of the choice over the draw of j_t (:func:`ensemble_probability`).
     """
 
     def init(params, key):
@@ -107,14 +110,16 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
 
     def act(params, state, key, contexts, mask, t):
         words = jax.random.bits(key, (2,), jnp.uint32)
-        m_used = params["m_used"].astype(jnp.uint32) if "m_used" in params else m
-        j = words[0] % m_used  # j_t ~ Uniform{0..m_used−1} (modulo bias ≤ m/2³², negligible)
+        j = member_draw(words[0], params["m_used"])
         theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
-        return argmax_tie_word(words[1], contexts @ theta, mask)
+        scores = contexts @ theta
+        arm, _ = greedy_choice(words[1], scores, mask)
+        members = ridge_theta(state.ridge) @ contexts.T
+        return arm, act_info(scores[arm], probability=ensemble_probability(members, arm, mask, params["m_used"]))
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
         z = params["sigma_r"] * normal(key, (m,))
-        return LinES(ridge_update(state.ridge, x, feedback.reward + z), state.draws + m)
+        return LinES(ridge_update(state.ridge, contexts[arm], feedback.reward + z), state.draws + m)
 
     return Policy("lin-es", init, act, update)
 
@@ -157,10 +162,65 @@ def lin_phe(spec: ProblemSpec) -> Policy:
         n_blocks = (state.n + _PHE_BLOCK - 1) // _PHE_BLOCK
         noise = jax.lax.fori_loop(0, n_blocks, add_block, jnp.zeros((spec.d,)))
         b = state.ridge.b + params["sigma_r"] * noise + _prior_term(k_prior, params, (spec.d,))
-        return argmax_random_ties(k_ties, contexts @ (state.ridge.v_inv @ b), mask)
+        scores = contexts @ (state.ridge.v_inv @ b)
+        arm, _ = choose(k_ties, scores, mask)
+        return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ ridge_theta(state.ridge))
 
-    def update(params, state, key, x, feedback, t):
+    def update(params, state, key, contexts, arm, feedback, t):
+        x = contexts[arm]
         xs = jax.lax.dynamic_update_slice_in_dim(state.xs, x[None, :].astype(jnp.float64), state.n, 0)
         return LinPHE(ridge_update(state.ridge, x, feedback.reward), xs, state.n + 1)
 
     return Policy("lin-phe", init, act, update, max_horizon=spec.horizon)
+
+
+SIGMA_R = Hyper("sigma_r", 0.1, "perturbation standard deviation σ_R (spec 003 erratum 5: a std)", low=0.0)
+PRIOR = Hyper("prior_scale", None, "prior perturbation scale (omitted: σ_R; 0: off, paper-literal)", low=0.0,
+              optional=True)
+M_USED = Hyper("m_used", None, "number of members j_t is drawn from, the first m_used of the m (omitted: m; "
+               "the anytime schedule sets it per epoch)", low=1.0, optional=True)
+
+
+def prior_defaults_to_sigma_r(values: dict[str, Any]) -> dict[str, Any]:
+    """prior_scale omitted → σ_R."""
+    if values["prior_scale"] is None:
+        values["prior_scale"] = values["sigma_r"]
+    return values
+
+
+def members_used(values: dict[str, Any]) -> dict[str, Any]:
+    """m_used omitted → m; otherwise an integer ≤ m."""
+    if values["m_used"] is None:
+        values["m_used"] = float(values["m"])
+    elif not float(values["m_used"]).is_integer() or values["m_used"] > values["m"]:
+        raise ConfigError(f"policy '{values.get('name', 'ensemble')}': field 'm_used' must be an integer in "
+                          f"[1, m = {values['m']}], got {values['m_used']!r}")
+    return values
+
+
+ENTRIES = (
+    PolicyEntry(
+        "lin-ucb",
+        lin_ucb,
+        (
+            Hyper("width", "oful", "confidence width: OFUL theory √β_t, or the constant alpha", kind=str,
+                  static=True, choices=("oful", "constant")),
+            LAM,
+            Hyper("sigma", 0.5, "sub-Gaussian noise level σ in √β_t (OFUL width)", low=0.0),
+            Hyper("delta", 0.01, "failure probability δ in √β_t (OFUL width)", low=0.0, high=1.0,
+                  low_open=True, high_open=True),
+            Hyper("s", 1.0, "bound S on ‖θ*‖ in √β_t (OFUL width)", low=0.0),
+            Hyper("alpha", 1.0, "constant width α (constant width)", low=0.0),
+        ),
+        "LinUCB/OFUL (Abbasi-Yadkori et al. 2011)",
+    ),
+    PolicyEntry("lin-ts", lin_ts, (LAM, Hyper("v", 0.5, "posterior scale v: θ̃ ~ N(θ̂, v² V⁻¹)", low=0.0)),
+                "linear Thompson sampling (Agrawal & Goyal 2013), practical scale"),
+    PolicyEntry("lin-phe", lin_phe, (LAM, SIGMA_R, PRIOR),
+                "perturbed history, all t rewards re-perturbed each round (O(t) per round)",
+                prior_defaults_to_sigma_r),
+    PolicyEntry("lin-es", lin_es,
+                (Hyper("m", 25, "ensemble size m", kind=int, static=True, low=1), LAM, SIGMA_R, PRIOR, M_USED),
+                "linear ensemble sampling (Sun, Wang & Xu 2025), m models, incremental perturbations",
+                lambda values: members_used(prior_defaults_to_sigma_r(values))),
+)

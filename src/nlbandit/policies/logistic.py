@@ -25,12 +25,13 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammainc
 
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.hyper import Hyper
+from nlbandit.core.types import Policy, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.links import LINKS
-from nlbandit.models.ridge import gram_update
-from nlbandit.policies.exploration import argmax_random_ties
-from nlbandit.policies.glm import arm_slot
+from nlbandit.models.ridge import cholesky_widths, gram_update, mahalanobis_widths
+from nlbandit.policies.entry import PolicyEntry
+from nlbandit.policies.exploration import act_info, choose
 
 _LOGISTIC = LINKS["logistic"]
 L_MU = 0.25
@@ -49,13 +50,6 @@ def kappa_of(params) -> jax.Array:
     """κ: ``params["kappa"]`` when positive, else 1/μ̇(S), the worst case over ‖θ‖ ≤ S and ‖x‖ ≤ 1
     (the reference code's 1/μ̇(S·arm_norm_ub) with arm_norm_ub = 1)."""
     return jnp.where(params["kappa"] > 0.0, params["kappa"], 1.0 / _LOGISTIC.dmean(params["s"]))
-
-
-def _cholesky_widths(v: jax.Array, contexts: jax.Array) -> jax.Array:
-    """‖x‖_{V⁻¹} for each row of ``contexts`` (K, d), from a Cholesky factor of V (O(d³ + Kd²))."""
-    chol = jnp.linalg.cholesky(v)
-    z = jax.scipy.linalg.solve_triangular(chol, contexts.T.astype(v.dtype), lower=True)
-    return jnp.sqrt(jnp.sum(z * z, axis=0))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -200,8 +194,10 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
         else:
             rho = ucb1_theory_radius(params, lam, n, d) if width == "theory" else params["alpha"]
             v = state.gram + kappa_of(params) * lam * eye
-        scores = _LOGISTIC.mean(contexts @ state.theta) + rho * _cholesky_widths(v, contexts)
-        return argmax_random_ties(key, scores, mask)
+        bonus = rho * cholesky_widths(v, contexts)
+        scores = _LOGISTIC.mean(contexts @ state.theta) + bonus
+        arm, p = choose(key, scores, mask)
+        return arm, act_info(scores[arm], bonus[arm], p)
 
     def refit(params, state, t):
         lam = ucb1_lambda(params, jnp.asarray(t, jnp.float64), d, schedule)
@@ -213,15 +209,14 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
             logdet_h = jnp.linalg.slogdet(glm_hessian(_LOGISTIC, theta, state.x, state.w, lam, active))[1]
         return state._replace(theta=theta, logdet_h=logdet_h)
 
-    def update(params, state, key, x, feedback, t):
-        x = x.astype(jnp.float64)
+    def update(params, state, key, contexts, arm, feedback, t):
+        x = contexts[arm].astype(jnp.float64)
         if history:
             slot = state.count
             state = state._replace(x=state.x.at[slot].set(x), w=state.w.at[slot].set(1.0),
                                    y=state.y.at[slot].set(feedback.reward))
         else:
-            slot = arm_slot(state.x, x)
-            state = state._replace(w=state.w.at[slot].add(1.0), y=state.y.at[slot].add(feedback.reward))
+            state = state._replace(w=state.w.at[arm].add(1.0), y=state.y.at[arm].add(feedback.reward))
         state = state._replace(count=state.count + 1, gram=state.gram + jnp.outer(x, x))
         if lazy_every == 1:
             return refit(params, state, t)
@@ -232,7 +227,7 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
         return state if history else state._replace(x=arms.astype(jnp.float64))
 
     return Policy("logistic-ucb-1", init, act, update, max_horizon=spec.horizon if history else None,
-                  prepare=prepare, fixed_arms=not history)
+                  prepare=prepare, requires=Requirements(fixed_arms=not history, reward_range=(0.0, 1.0)))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -440,11 +435,13 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
 
     def act(params, state, key, contexts, mask, t):
         radius = params["alpha"] if width == "constant" else jnp.sqrt(ecolog_radius_sq(params, state, t, width))
-        w_norms = jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, state.w_inv, contexts), 0.0))
-        return argmax_random_ties(key, _LOGISTIC.mean(contexts @ state.theta) + radius * w_norms, mask)
+        bonus = radius * mahalanobis_widths(state.w_inv, contexts)
+        scores = _LOGISTIC.mean(contexts @ state.theta) + bonus
+        arm, p = choose(key, scores, mask)
+        return arm, act_info(scores[arm], bonus[arm], p)
 
-    def update(params, state, key, x, feedback, t):
-        x = x.astype(jnp.float64)
+    def update(params, state, key, contexts, arm, feedback, t):
+        x = contexts[arm].astype(jnp.float64)
         r = feedback.reward
         s = params["s"]
         wh = whitening(state.w)
@@ -471,4 +468,52 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
             jnp.stack([new.iterations, bar.iterations]),
         )
 
-    return Policy("ada-ofu-ecolog", init, act, update)
+    return Policy("ada-ofu-ecolog", init, act, update, requires=Requirements(reward_range=(0.0, 1.0)))
+
+
+_S = Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True)
+_DELTA = Hyper("delta", 0.05, "failure probability δ", low=0.0, high=1.0, low_open=True, high_open=True)
+
+ENTRIES = (
+    PolicyEntry(
+        "logistic-ucb-1",
+        logistic_ucb_1,
+        (
+            Hyper("width", "theory", "radius: theory ρ_t, the reference code's refined radius, or the constant "
+                  "alpha", kind=str, static=True, choices=("theory", "reference", "constant")),
+            Hyper("schedule", "log", "λ_t: lam_scale·d·log(2 + n) (reference code), or the constant lam", kind=str,
+                  static=True, choices=("log", "constant")),
+            Hyper("newton_steps", 5, "warm-started damped Newton steps per refit", kind=int, static=True, low=1),
+            Hyper("lazy_every", 1, "after lazy_after rounds refit only every this many rounds", kind=int,
+                  static=True, low=1),
+            Hyper("lazy_after", 200, "round from which lazy refits start", kind=int, static=True, low=0),
+            Hyper("backend", "history", "data the MLE is fitted on: the full history, or per-arm counts and "
+                  "reward sums (a fixed arm set; cost per round independent of t)", kind=str, static=True,
+                  choices=("history", "arms")),
+            _S, _DELTA,
+            Hyper("kappa", 0.0, "κ (≤ 0: 1/μ̇(S), assuming ‖x‖ ≤ 1)"),
+            Hyper("lam_scale", 1.0, "factor of the log λ_t schedule", low=0.0, low_open=True),
+            Hyper("lam", 1.0, "λ of the constant schedule", low=0.0, low_open=True),
+            Hyper("alpha", 1.0, "constant radius (width = 'constant')", low=0.0),
+        ),
+        "Logistic-UCB-1 (Faury et al. 2020), full-history MLE, no projection",
+    ),
+    PolicyEntry(
+        "ada-ofu-ecolog",
+        ada_ofu_ecolog,
+        (
+            Hyper("width", "ada", "radius: data-adaptive η_t, the nick-jhlee fork's, or the constant alpha",
+                  kind=str, static=True, choices=("ada", "lee", "constant")),
+            Hyper("bar_center", "previous", "θ̄ step centred on θ_t (paper) or θ_{t+1} (reference code)", kind=str,
+                  static=True, choices=("previous", "updated")),
+            Hyper("gd_steps", 100, "most projected-gradient iterations per online step", kind=int, static=True,
+                  low=1),
+            Hyper("proj_iters", 30, "Newton steps of the projection's secular equation", kind=int, static=True,
+                  low=1),
+            Hyper("lam", 1.0, "λ, W₀ = λI", low=0.0, low_open=True),
+            _S, _DELTA,
+            Hyper("alpha", 1.0, "constant radius √η (width = 'constant')", low=0.0),
+        ),
+        "ada-OFU-ECOLog (Faury et al. 2022), online estimator, per-round cost independent of t",
+    ),
+)

@@ -78,8 +78,10 @@ def plan_warmup(kind: str, arms: jax.Array, key: jax.Array, capacity: int, round
     return Warmup(plan[order], length)
 
 
-def warmup_arm(warmup: Warmup, t: jax.Array, chosen: jax.Array, mask: jax.Array) -> jax.Array:
-    """The arm of round ``t`` (1-based): the plan's while the warm-up lasts, else ``chosen``. A planned
-    arm that is not on offer this round (``mask``) is replaced by ``chosen``."""
-    planned = warmup.plan[jnp.minimum(t - 1, warmup.plan.shape[0] - 1)]
-    return jnp.where((t <= warmup.length) & mask[planned], planned, chosen).astype(jnp.int32)
+def warmup_arm(warmup: Warmup, t: jax.Array, chosen: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(arm, planned): the arm of round ``t`` (1-based), the plan's while the warm-up lasts (``planned``
+    True), else ``chosen``. A planned arm that is not on offer this round (``mask``) is replaced by
+    ``chosen``."""
+    arm = warmup.plan[jnp.minimum(t - 1, warmup.plan.shape[0] - 1)]
+    planned = (t <= warmup.length) & mask[arm]
+    return jnp.where(planned, arm, chosen).astype(jnp.int32), planned

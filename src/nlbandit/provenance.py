@@ -1,0 +1,106 @@
+"""Code provenance: a hash of exactly the source that computes a result, so a stored run never outlives it.
+
+A stored run is keyed by its resolved configuration *and* :func:`code_hash` of the modules that compute
+it (the loop, the policy's family, the environment): the transitive closure of their imports inside the
+``nlbandit`` package, read from the source files with :mod:`ast` (nothing is imported or executed). Any
+edit to one of those files (a docstring included: the hash cannot tell a comment from a code change, and
+errs on the side of recomputing) changes the key, so the run is recomputed; an edit elsewhere (reports,
+the command line, another family) leaves the run valid. Nothing has to be remembered by hand, unlike a
+version number.
+
+Rules of the closure:
+
+* ``import nlbandit.a.b`` and ``from nlbandit.a import b`` (``b`` a module or a name) add ``nlbandit.a.b``
+  or ``nlbandit.a``, recursively; imports inside functions count as well;
+* a package's ``__init__.py`` is hashed whenever a module inside it is (importing the module runs it,
+  e.g. the package root turns on 64-bit JAX), but its own imports are *not* followed: they are
+  re-exports, and following them would pull the whole package into every closure;
+* the versions of ``jax`` and ``jaxlib`` are part of the hash: the same source can compile to different
+  floating-point results under another XLA.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable
+
+PACKAGE = "nlbandit"
+_ROOT = Path(__file__).resolve().parent
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of module ``name`` inside the package (a package's ``__init__.py``), or None."""
+    parts = name.split(".")[1:]
+    base = _ROOT.joinpath(*parts)
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _imports(name: str) -> tuple[str, ...]:
+    """The ``nlbandit`` modules that module ``name`` imports (module docstring's rules)."""
+    path = _module_file(name)
+    if path is None or path.name == "__init__.py":
+        return ()
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if _module_file(sub) is not None else node.module)
+    return tuple(sorted(m for m in found if _module_file(m) is not None))
+
+
+def module_closure(roots: Iterable[str]) -> tuple[str, ...]:
+    """The sorted modules whose source determines ``roots``: their import closure plus every enclosing
+    package's ``__init__``."""
+    todo, seen = list(roots), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or _module_file(name) is None:
+            continue
+        seen.add(name)
+        todo.extend(_imports(name))
+        parts = name.split(".")
+        seen.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return tuple(sorted(seen))
+
+
+@lru_cache(maxsize=None)
+def _toolchain() -> str:
+    versions = []
+    for dist in ("jax", "jaxlib"):
+        try:
+            versions.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{dist}=none")
+    return ";".join(versions)
+
+
+@lru_cache(maxsize=None)
+def _code_hash(roots: tuple[str, ...]) -> str:
+    h = hashlib.sha256(_toolchain().encode())
+    for name in module_closure(roots):
+        h.update(b"\0" + name.encode() + b"\0" + _module_file(name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def code_hash(roots: Iterable[str]) -> str:
+    """16 hex digits of SHA-256 over the toolchain versions and the source of :func:`module_closure` of
+    ``roots`` (module names such as ``"nlbandit.policies.glm"``); unknown names are ignored."""
+    return _code_hash(tuple(sorted(set(roots))))
+
+
+def package_hash() -> str:
+    """:func:`code_hash` of every module of the package (what a report's header states)."""
+    modules = ["nlbandit." + ".".join(p.relative_to(_ROOT).with_suffix("").parts) for p in _ROOT.rglob("*.py")]
+    return code_hash(m.removesuffix(".__init__") for m in modules)

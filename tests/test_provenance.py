@@ -1,0 +1,96 @@
+"""Results never outlive their code (issue 12 §1): runs are keyed by a hash of the source that computes
+them, so an edited policy's runs are recomputed and the others are reused."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import nlbandit
+from nlbandit.experiments.results import annotated_runs, prune_stale
+from nlbandit.experiments.spec import run_code
+from nlbandit.provenance import module_closure
+from nlbandit.store import Store
+
+EXPERIMENT = """
+horizon = 30
+seeds = 2
+[env]
+name = "linear"
+d = 3
+k = 4
+[[policies]]
+label = "UCB"
+name = "lin-ucb"
+[[policies]]
+label = "GLM"
+name = "glm-ucb"
+link = "identity"
+warmup = "none"
+backend = "history"
+[[policies]]
+label = "uniform"
+name = "uniform"
+"""
+
+RUN = """
+import sys
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.store import Store
+exp = load_experiment(sys.argv[1])
+with Store(sys.argv[2]) as store:
+    print(run_experiment(exp, store, progress=False, log=lambda m: None))
+"""
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(Path(nlbandit.__file__).parent, src / "nlbandit", ignore=shutil.ignore_patterns("__pycache__"))
+    return src
+
+
+def _run(src: Path, exp: Path, db: Path) -> int:
+    out = subprocess.run([sys.executable, "-c", RUN, str(exp), str(db)], env={"PYTHONPATH": str(src)},
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+def test_closure_follows_imports_but_not_package_reexports():
+    closure = module_closure(["nlbandit.policies.linear"])
+    assert {"nlbandit.models.ridge", "nlbandit.policies.exploration", "nlbandit.core.keys", "nlbandit"} <= set(closure)
+    assert "nlbandit.policies.glm" not in closure  # the package root re-exports it, but is not followed
+    assert "nlbandit.report.build" not in closure
+
+
+def test_editing_one_policy_recomputes_its_runs_only(tmp_path):
+    src = _package_copy(tmp_path)
+    exp, db = tmp_path / "e.toml", tmp_path / "r.duckdb"
+    exp.write_text(EXPERIMENT)
+    assert _run(src, exp, db) == 3
+    assert _run(src, exp, db) == 0  # unchanged code: every run reused
+    glm = src / "nlbandit" / "policies" / "glm.py"
+    glm.write_text(glm.read_text() + "\n# an edit\n")
+    assert _run(src, exp, db) == 1  # only the GLM policy's run is recomputed
+
+
+def test_stale_runs_are_listed_and_pruned(tmp_path):
+    with Store(tmp_path / "r.duckdb") as store:
+        rows = dict(experiment="x/y", label="L", rounds=np.array([1]), version="0", cum_regret=np.zeros((1, 1)),
+                    cum_reward=np.zeros((1, 1)), arms=np.zeros((1, 1), np.int32), compile_s=0.0, run_s=0.0,
+                    chunk_size=1, chunk_seconds=[0.0], batch_size=1)
+        ident = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}}
+        store.save_runs("b", [
+            {**rows, "run_id": "current", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
+            {**rows, "run_id": "old-code", "config": {**ident, "code": "0" * 16}},
+            {**rows, "run_id": "no-code", "config": ident},
+            {**rows, "run_id": "gone", "config": {**ident, "policy": {"name": "removed"}, "code": "1" * 16}},
+        ])
+        assert {r["run_id"]: r["current"] for r in annotated_runs(store)} == {
+            "current": True, "old-code": False, "no-code": False, "gone": False}
+        assert sorted(r["run_id"] for r in prune_stale(store)) == ["gone", "no-code", "old-code"]
+        assert [r["run_id"] for r in store.index()] == ["current"]
