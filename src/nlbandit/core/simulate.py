@@ -1,7 +1,8 @@
 """The compiled simulation engine: ``jit(vmap(scan))`` over rounds, vectorised over seeds and grids.
 
 Rounds run in chunks of ``chunk_size`` through one compiled function (a second compilation only when
-the horizon is not a multiple of the chunk size). Between chunks the host accumulates the curves in
+the horizon is not a multiple of the chunk size); compiled functions are cached across calls with the
+same environment and policy objects and the same shapes. Between chunks the host accumulates the curves in
 float64, advances the progress bar, and may hand a :class:`SimProgress` to ``on_chunk`` for
 checkpointing; ``simulate(..., resume=progress)`` continues from it with bit-identical results, because
 round ``t``'s keys depend only on the seed and ``t`` (see :mod:`nlbandit.core.keys`).
@@ -9,6 +10,7 @@ round ``t``'s keys depend only on the seed and ``t`` (see :mod:`nlbandit.core.ke
 
 from __future__ import annotations
 
+import functools
 import io
 import time
 from dataclasses import dataclass, field
@@ -151,6 +153,44 @@ def _initial_state(env: Env, policy: Policy):
     return initial
 
 
+@dataclass
+class _Programs:
+    """The jitted pieces of a simulation of one (environment, policy, grid) triple, and its compiled
+    chunks by argument signature (shapes, dtypes and tree structure)."""
+
+    reset: Callable
+    init: Callable
+    run: Callable
+    chunks: dict[Any, Any] = field(default_factory=dict)
+
+
+def _build_programs(env: Env, policy: Policy, grid: bool) -> _Programs:
+    run = jax.vmap(_one_seed(env, policy), in_axes=(None, 0, 0, 0, None))
+    init = jax.vmap(_initial_state(env, policy), in_axes=(None, 0, 0))
+    if grid:
+        run = jax.vmap(run, in_axes=(0, None, None, 0, None))
+        init = jax.vmap(init, in_axes=(0, None, None))
+    return _Programs(jax.jit(jax.vmap(env.reset)), jax.jit(init), jax.jit(run, donate_argnums=(3,)))
+
+
+_cached_programs = functools.lru_cache(maxsize=32)(_build_programs)
+
+
+def _programs(env: Env, policy: Policy, grid: bool) -> _Programs:
+    """:class:`_Programs` of the triple, cached across calls (a second simulation of the same environment
+    and policy objects with the same shapes compiles nothing), unless the objects are not hashable."""
+    try:
+        hash((env, policy))
+    except TypeError:
+        return _build_programs(env, policy, grid)
+    return _cached_programs(env, policy, grid)
+
+
+def _signature(args) -> tuple:
+    leaves, treedef = jax.tree.flatten(args)
+    return treedef, tuple((np.shape(a), str(getattr(a, "dtype", type(a)))) for a in leaves)
+
+
 def simulate(
     env: Env,
     policy: Policy,
@@ -194,22 +234,15 @@ def simulate(
     if n_seeds < 1:
         raise ValueError("seeds must contain at least one seed")
     keys = jax.vmap(seed_keys)(seeds)
-    one = _one_seed(env, policy)
-    run = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
-    init = jax.vmap(_initial_state(env, policy), in_axes=(None, 0, 0))
-    if grid:
-        run = jax.vmap(run, in_axes=(0, None, None, 0, None))
-        init = jax.vmap(init, in_axes=(0, None, None))
-        batch = (int(jax.tree.leaves(params)[0].shape[0]), n_seeds)
-    else:
-        batch = (n_seeds,)
+    programs = _programs(env, policy, grid)
+    batch = (int(jax.tree.leaves(params)[0].shape[0]), n_seeds) if grid else (n_seeds,)
 
     t0 = time.perf_counter()
-    env_states = jax.jit(jax.vmap(env.reset))(keys.env_reset)
+    env_states = programs.reset(keys.env_reset)
     if resume is None:
-        states = jax.jit(init)(params, keys, env_states)
+        states = programs.init(params, keys, env_states)
     else:
-        treedef = jax.tree.structure(jax.eval_shape(init, params, keys, env_states))
+        treedef = jax.tree.structure(jax.eval_shape(programs.init, params, keys, env_states))
         states = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in resume.policy_state])
     jax.block_until_ready((env_states, states))
     setup_s = time.perf_counter() - t0
@@ -230,19 +263,18 @@ def simulate(
         prog = resume
     prog.compile_s += setup_s
 
-    run_jit = jax.jit(run, donate_argnums=(3,))
-    compiled: dict[int, Any] = {}
     bar = tqdm(total=horizon, initial=prog.t_done, unit="round", disable=None if progress else True,
                desc=progress if isinstance(progress, str) else None, leave=False)
     while prog.t_done < horizon:
         length = min(chunk_size, horizon - prog.t_done)
         ts = jnp.arange(prog.t_done + 1, prog.t_done + length + 1)
-        if length not in compiled:
+        signature = _signature((params, keys, env_states, states, ts))
+        if signature not in programs.chunks:
             c0 = time.perf_counter()
-            compiled[length] = run_jit.lower(params, keys, env_states, states, ts).compile()
+            programs.chunks[signature] = programs.run.lower(params, keys, env_states, states, ts).compile()
             prog.compile_s += time.perf_counter() - c0
         c0 = time.perf_counter()
-        states, (regret, reward, arm) = compiled[length](params, keys, env_states, states, ts)
+        states, (regret, reward, arm) = programs.chunks[signature](params, keys, env_states, states, ts)
         regret, reward, arm = jax.device_get((regret, reward, arm))
         elapsed = time.perf_counter() - c0
         prog.run_s += elapsed
