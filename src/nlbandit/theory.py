@@ -1,7 +1,10 @@
-"""Theory-suggested parameters: closed-form constants from the analyses, in plain Python floats.
+"""Theory-suggested parameters: closed-form constants from the analyses, each written once.
 
-Nothing here touches JAX; every quantity is a scalar formula evaluated once, before a run. Logs are
-natural logs throughout.
+The public functions validate their arguments and return plain Python floats, for reports, claims and
+tests. The formulas that a policy also evaluates inside its compiled code with traced hyperparameters
+(:func:`ucb_glm_width`, :func:`glm_ucb_width`, :func:`kveton_c1`) are written with ``jax.numpy``, which
+accepts Python floats and traced arrays alike, so the policy and the public function share one
+definition. Logs are natural logs throughout.
 
 **Randomized GLM exploration** (Kveton, Zaheer, Szepesvári, Li, Ghavamzadeh & Boutilier 2020,
 Theorems 1–2 with Lemmas 2, 3, 5, 6, 7; spec 002 §2.6). With D(n, d) = d log(n/d) + 2 log n:
@@ -41,6 +44,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 from typing import NamedTuple
+
+import jax.numpy as jnp
 
 #: p_N = 1 − Φ(1): a standard normal exceeds 1 (anti-concentration of GLM-ES, Lemma B.6).
 P_N = 0.5 * math.erfc(1.0 / math.sqrt(2.0))
@@ -84,14 +89,29 @@ def _confidence(delta, n: int) -> float:
 # ---------------------------------------------------------------------------------------------------
 
 
+def ucb_glm_width(sigma, kappa, n, d, delta):
+    """α = (σ/κ) √((d/2) log(1 + 2n/d) + log(1/δ)), unvalidated (floats or traced arrays)."""
+    return sigma / kappa * jnp.sqrt(0.5 * d * jnp.log1p(2.0 * n / d) + jnp.log(1.0 / delta))
+
+
+def glm_ucb_width(t, n, d, k_mu, c_mu, c_m, lambda0, r_max, delta):
+    """ρ(t) = (2 k_μ κ R_max / c_μ) √(2d log t) √(log(2dn/δ)), κ = √(3 + 2 log(1 + 2c_m²/λ₀)), unvalidated."""
+    kappa = jnp.sqrt(3.0 + 2.0 * jnp.log1p(2.0 * c_m**2 / lambda0))
+    return 2.0 * k_mu * kappa * r_max / c_mu * jnp.sqrt(2.0 * d * jnp.log(t)) * jnp.sqrt(jnp.log(2.0 * d * n / delta))
+
+
+def kveton_c1(sigma, mu_dot_min, n, d):
+    """c1 = σ μ̇_min⁻¹ √D(n, d), D(n, d) = d log(n/d) + 2 log n (Lemma 5), unvalidated."""
+    return sigma / mu_dot_min * jnp.sqrt(d * jnp.log(n / d) + 2.0 * jnp.log(n))
+
+
 def ucb_glm_alpha(sigma: float, kappa: float, n: int, d: int, delta: float | None = None) -> float:
     """UCB-GLM's theory width α = (σ/κ) √((d/2) log(1 + 2n/d) + log(1/δ)) (Li, Lu & Zhou 2017, Thm 1;
     spec 002 §3.2). κ = inf μ̇ near θ* (μ̇_min), δ = 1/n by default."""
     sigma = _real("sigma", sigma, above=0.0)
     kappa = _real("kappa", kappa, above=0.0)
     n, d = _integer("n", n, 1), _integer("d", d, 1)
-    delta = _confidence(delta, n)
-    return sigma / kappa * math.sqrt(0.5 * d * math.log(1.0 + 2.0 * n / d) + math.log(1.0 / delta))
+    return float(ucb_glm_width(sigma, kappa, n, d, _confidence(delta, n)))
 
 
 def glm_ucb_rho(t: float, *, n: int, d: int, k_mu: float, c_mu: float, c_m: float, lambda0: float,
@@ -108,10 +128,7 @@ def glm_ucb_rho(t: float, *, n: int, d: int, k_mu: float, c_mu: float, c_m: floa
     k_mu, c_mu = _real("k_mu", k_mu, above=0.0), _real("c_mu", c_mu, above=0.0)
     c_m, lambda0 = _real("c_m", c_m, above=0.0), _real("lambda0", lambda0, above=0.0)
     r_max = _real("r_max", r_max, above=0.0)
-    delta = _confidence(delta, n)
-    kappa = math.sqrt(3.0 + 2.0 * math.log(1.0 + 2.0 * c_m**2 / lambda0))
-    return (2.0 * k_mu * kappa * r_max / c_mu * math.sqrt(2.0 * d * math.log(t))
-            * math.sqrt(math.log(2.0 * d * n / delta)))
+    return float(glm_ucb_width(t, n, d, k_mu, c_mu, c_m, lambda0, r_max, _confidence(delta, n)))
 
 
 class KvetonTheory(NamedTuple):
@@ -146,7 +163,7 @@ def kveton_theory(sigma: float, mu_dot_min: float, mu_dot_max: float, n: int, k:
     d = _integer("d", d, 1)
     n, k = _integer("n", n, d), _integer("k", k, 1)
     big_d = d * math.log(n / d) + 2.0 * math.log(n)
-    c1 = sigma / mu_dot_min * math.sqrt(big_d)
+    c1 = float(kveton_c1(sigma, mu_dot_min, n, d))
     a_fpl = c1 * mu_dot_max
     log_kn = math.log(k * n)
     return KvetonTheory(

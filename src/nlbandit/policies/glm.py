@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from nlbandit import theory
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
@@ -201,15 +202,9 @@ def _refit_mle(setup: Setup):
     return refit
 
 
-def _dim_log_horizon(setup: Setup) -> tuple[int, float]:
-    """(d, log n): the dimension and the log-horizon that enter the theory parameters."""
-    return setup.spec.d, jnp.log(float(max(setup.spec.horizon, 2)))
-
-
-def kveton_c1(setup: Setup, params) -> jax.Array:
-    """c1 = σ μ̇_min⁻¹ √D(n, d), D(n, d) = d log(n/d) + 2 log n (Kveton et al. 2020, Lemma 5; spec 002 §2.6)."""
-    d, log_n = _dim_log_horizon(setup)
-    return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(d * (log_n - jnp.log(float(d))) + 2.0 * log_n)
+def _theory_n(setup: Setup) -> float:
+    """n, the horizon that enters the theory parameters (at least 2, so that log n > 0), as a float."""
+    return float(max(setup.spec.horizon, 2))
 
 
 def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
@@ -228,10 +223,9 @@ def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     def rho(params, state):
         if width == "constant":
             return params["alpha"]
-        d, log_n = _dim_log_horizon(setup)
-        kappa = jnp.sqrt(3.0 + 2.0 * jnp.log1p(2.0 * state.arm_norm**2 / params["lam"]))
-        lead = 2.0 * link.mu_dot_max * kappa * params["reward_bound"] / params["mu_dot_min"]
-        return lead * jnp.sqrt(2.0 * d * log_n) * jnp.sqrt(jnp.log(2.0 * d) + 2.0 * log_n)
+        n = _theory_n(setup)
+        return theory.glm_ucb_width(n, n, spec.d, link.mu_dot_max, params["mu_dot_min"], state.arm_norm,
+                                    params["lam"], params["reward_bound"], 1.0 / n)
 
     def score(params, state, key, contexts):
         bonus = rho(params, state) * mahalanobis_widths(state.v_inv, contexts)
@@ -253,8 +247,8 @@ def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     def alpha(params):
         if width == "constant":
             return params["alpha"]
-        d, log_n = _dim_log_horizon(setup)
-        return params["sigma"] / params["mu_dot_min"] * jnp.sqrt(0.5 * d * jnp.log1p(2.0 * spec.horizon / d) + log_n)
+        n = _theory_n(setup)
+        return theory.ucb_glm_width(params["sigma"], params["mu_dot_min"], n, spec.d, 1.0 / n)
 
     def score(params, state, key, contexts):
         bonus = alpha(params) * mahalanobis_widths(state.v_inv, contexts)
@@ -269,7 +263,8 @@ def _scale_a(setup: Setup, params, scale: str, fpl: bool) -> jax.Array:
     if scale == "constant":
         return params["a"]
     mu_dot_max = LINKS[setup.link].mu_dot_max
-    return kveton_c1(setup, params) * (mu_dot_max if fpl else jnp.sqrt(mu_dot_max))
+    c1 = theory.kveton_c1(params["sigma"], params["mu_dot_min"], _theory_n(setup), setup.spec.d)
+    return c1 * (mu_dot_max if fpl else jnp.sqrt(mu_dot_max))
 
 
 def _argmax_theta(params, state, key, contexts):
