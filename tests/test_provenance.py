@@ -48,6 +48,13 @@ with Store(sys.argv[2]) as store:
 """
 
 
+STORED = dict(experiment="p/e", label="L", rounds=np.array([1]), version="0", cum_regret=np.zeros((1, 1)),
+              cum_reward=np.zeros((1, 1)), arms=np.zeros((1, 1), np.int32), compile_s=0.0, run_s=0.0, chunk_size=1,
+              chunk_seconds=[0.0], batch_size=1)
+"""A stored run's fields other than its id and identity."""
+IDENTITY = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}}
+
+
 def _package_copy(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     shutil.copytree(Path(nlbandit.__file__).parent, src / "nlbandit", ignore=shutil.ignore_patterns("__pycache__"))
@@ -80,10 +87,7 @@ def test_editing_one_policy_recomputes_its_runs_only(tmp_path):
 
 def test_stale_runs_are_listed_and_pruned(tmp_path):
     with Store(tmp_path / "r.duckdb") as store:
-        rows = dict(experiment="x/y", label="L", rounds=np.array([1]), version="0", cum_regret=np.zeros((1, 1)),
-                    cum_reward=np.zeros((1, 1)), arms=np.zeros((1, 1), np.int32), compile_s=0.0, run_s=0.0,
-                    chunk_size=1, chunk_seconds=[0.0], batch_size=1)
-        ident = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}}
+        rows, ident = STORED, IDENTITY
         store.save_runs("b", [
             {**rows, "run_id": "current", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
             {**rows, "run_id": "old-code", "config": {**ident, "code": "0" * 16}},
@@ -94,3 +98,22 @@ def test_stale_runs_are_listed_and_pruned(tmp_path):
             "current": True, "old-code": False, "no-code": False, "gone": False}
         assert sorted(r["run_id"] for r in prune_stale(store)) == ["gone", "no-code", "old-code"]
         assert [r["run_id"] for r in store.index()] == ["current"]
+
+
+def test_results_command_lists_and_prunes(tmp_path, capsys):
+    from nlbandit.cli import main
+
+    db = tmp_path / "r.duckdb"
+    assert main(["results", "--db", str(db)]) == 2  # no database yet: a clear error
+    with Store(db) as store:
+        rows, ident = STORED, IDENTITY
+        store.save_runs("b", [{**rows, "run_id": "fresh", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
+                              {**rows, "run_id": "old", "config": {**ident, "code": "0" * 16}}])
+    capsys.readouterr()
+    assert main(["results", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "fresh" in out and "old" in out and "1 current, 1 stale" in out
+    assert main(["results", "prune", "--db", str(db)]) == 0
+    assert "pruned 1 stale run(s)" in capsys.readouterr().out
+    with Store(db) as store:
+        assert [r["run_id"] for r in store.index()] == ["fresh"]

@@ -1,9 +1,11 @@
-"""Command line: ``nlbandit run|report|check|list``.
+"""Command line: ``nlbandit run|report|check|results|list``.
 
 * ``nlbandit run FILE [--scale quick|full] [--seeds N]``: simulate the missing runs into the results
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
+* ``nlbandit results [list|prune]``: the stored runs and whether the code that computed them is current;
+  ``prune`` deletes the stale ones.
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
 """
 
@@ -35,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
         c.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr "
                        "is not a terminal)")
+    res = sub.add_parser("results", help="list the stored runs (or prune those computed by code that has changed)",
+                         description="List the stored runs with their code hash and whether it is the current "
+                         "one; 'prune' deletes the runs whose code hash is not current.")
+    res.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
+    res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+                     help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
     lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
     lst.add_argument("what", nargs="?", choices=("policies", "envs", "streams", "learners", "experiments"),
                      default=None)
@@ -71,12 +79,38 @@ def _list(what: str | None) -> None:
             print(f"  {f}")
 
 
+def _results(action: str, db: Path) -> int:
+    """``nlbandit results [list|prune]``: the stored runs, current or stale (:mod:`nlbandit.experiments.results`)."""
+    from nlbandit.experiments.results import annotated_runs, prune_stale
+    from nlbandit.store import Store
+
+    if not db.is_file():
+        print(f"error: no results database at {db}", file=sys.stderr)
+        return 2
+    with Store(db) as store:
+        if action == "prune":
+            gone = prune_stale(store)
+            print(f"pruned {len(gone)} stale run(s) from {db}; {len(store.index())} current run(s) kept")
+            return 0
+        runs = annotated_runs(store)
+    for r in runs:
+        state = "current" if r["current"] else "STALE"
+        print(f"{r['run_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']} "
+              f"({r['n_seeds']} seeds x {r['horizon']} rounds)")
+    stale = sum(not r["current"] for r in runs)
+    print(f"{len(runs)} run(s) in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
+          "'nlbandit results prune' deletes them)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.command == "list":
         _list(args.what)
         return 0
+    if args.command == "results":
+        return _results(args.action, args.db)
     try:
         from nlbandit.experiments.spec import load_experiment
 
