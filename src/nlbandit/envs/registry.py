@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -119,7 +120,14 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
     Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
     """
     config = resolve_env({"name": name, **hyperparameters}, f"env '{name}'")
-    return ENVS[name].make(**{k: v for k, v in config.items() if k != "name"})
+    return _build_env(name, tuple(sorted((k, v) for k, v in config.items() if k != "name")))
+
+
+@functools.lru_cache(maxsize=256)
+def _build_env(name: str, config: tuple[tuple[str, Any], ...]) -> Env:
+    """One :class:`Env` object per resolved configuration, so that simulations of equal environments share
+    their compiled programs (:func:`nlbandit.core.simulate.simulate` caches by object)."""
+    return ENVS[name].make(**dict(config))
 
 
 # ---------------------------------------------------------------------------------------------------

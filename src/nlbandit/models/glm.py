@@ -142,3 +142,86 @@ def gd_solve(link: Link, x, w, s, lam, theta0, steps: int = 100, lr: float = 0.0
         return theta - lr * scale * glm_gradient(link, theta, x, w, s, lam, active)
 
     return jax.lax.fori_loop(0, steps, step, theta0)
+
+
+def ensemble_newton_solve(link: Link, x, w, s, lam, thetas, iterations: int = 3, tol: float = 1e-6,
+                          max_iter: int = 30, active=None) -> jax.Array:
+    """The m argmins θ_j = argmin F_j of an ensemble sharing its rows, by a chord (fixed-Hessian) Newton
+    iteration from the warm starts ``thetas`` (m, d), with an exact-Newton fallback; returns (m, d).
+
+    Member j of GLM-ES minimises the loss of Sun, Wang & Xu (2025) eq. (4.3) with ridge λ,
+
+        F_j(θ) = Σ_i [ w_i b(x_iᵀθ) − s_ij x_iᵀθ ] + (λ/2) ‖θ‖²,
+
+    on the shared rows (x_i, w_i) with its own response sums ``s[:, j]`` (``s`` is (C, m); per arm,
+    w_k = N_k and s_kj = Σ (Y_l + Z_l^j) over the pulls of arm k). Algorithm 1 only asks for these argmins;
+    the 100 gradient steps of 0.01 (:func:`gd_solve`) are the solver of the paper's experiments (§7). Here
+    the members share one Hessian H = ∇²F(θ̄) at the mean θ̄ of the warm starts (it does not depend on s)
+    and its Cholesky factor, and take ``iterations`` (≥ 2) chord steps all at once,
+
+        θ_j ← θ_j − Δ_j,   Δ_j = H⁻¹ ∇F_j(θ_j),   ∇F_j(θ) = λθ + Σ_i (w_i μ(x_iᵀθ) − s_ij) x_i,
+
+    the m gradients being one matrix product Xᵀ(w ⊙ μ(XΘᵀ) − S). This converges linearly at the rate
+    ‖I − H⁻¹∇²F_j(θ_j*)‖, small while the members lie close to their mean, and diverges where H models a
+    member's curvature badly (members far apart, few pulls, a fast-growing μ̇ such as Poisson's). Hence the
+    safeguard: with Θ_j = ‖Δ_j⁽ⁿ⁾‖/‖Δ_j⁽ⁿ⁻¹⁾‖ the contraction of the last two steps, the error left after
+    the n-th step is estimated by ‖Δ_j⁽ⁿ⁾‖ Θ_j/(1 − Θ_j) (the a-posteriori bound of a contraction, as used
+    for the simplified Newton method by Deuflhard 2011, *Newton Methods for Nonlinear Problems*, §2.1).
+    A member whose estimate exceeds ``tol``·(1 + ‖θ_j‖), or that does not contract (Θ_j ≥ 1 or not
+    finite) while its last step is above rounding (1024 ε (1 + ‖θ_j‖)), is refitted by damped Newton with
+    its own Hessian (:func:`newton_solve` steps, step tolerance ``tol``), from its chord iterate if that
+    contracted, else from its warm start, until a full step is below ``tol``·(1 + ‖θ_j‖) or ``max_iter``
+    steps have run.
+
+    Guarantee: every returned θ_j has either passed that contraction test or meets
+    :func:`newton_solve`'s stopping rule (the cap ``max_iter`` aside); a diverging chord iterate is never
+    returned. The test is an estimate, not a bound: exact for a linear contraction at a uniform rate, it
+    can miss a slowly contracting direction that the first steps hardly excited.
+
+    Cost per call with C rows: one Hessian O(Cd²), one Cholesky O(d³), then per step O(Cdm) for the
+    gradients and O(md²) for the triangular solves; the fallback loop runs only while some member is
+    flagged (under ``vmap`` over seeds, while one in the batch is), at m Newton steps per pass.
+
+    Measured on K = 50 arm rows and θ* on the unit sphere in d = 20, m = 10, σ_R = 0.1, λ = 1 (float64,
+    a shared 2-core CPU, indicative). One round at t = 10⁴, warm-started at the argmins one pull earlier
+    (tests/test_ensemble_solver.py): relative error 2e-10 (logistic; 2e-8 with 2 steps, 4e-16 identity)
+    against a float64 SciPy reference, where the paper's 100 GD steps from the same warm start leave 6e-4
+    (the warm start itself was 7e-4 away); ~40–60 µs per call inside a compiled loop (~10 µs per step) vs
+    ~500–700 µs for ``vmap(gd_solve)``. Over four logistic runs of 10⁴ rounds (500 round-robin warm-up
+    rounds, then ensemble sampling, every round checked against an exact Newton solve): largest error
+    relative to 1 + ‖θ*‖ 1.2e-6 with the default 3 steps (6e-7 after round 1000), the fallback taken in
+    72–92 rounds, none after round 700; with 2 steps 4–6e-6, and the fallback in ~800–950 rounds, some
+    near the end, so that over a run 2 steps save no time. ``active``: see :func:`_row_sum`.
+    """
+    if iterations < 2:
+        raise ValueError(f"iterations must be >= 2 (the contraction test compares two steps), got {iterations}")
+
+    def gradients(theta):
+        return _row_sum(lambda x, w, s: (w[:, None] * link.mean(x @ theta.T) - s).T @ x, x, w, s, active) + lam * theta
+
+    chol = jax.scipy.linalg.cho_factor(glm_hessian(link, jnp.mean(thetas, axis=0), x, w, lam, active), lower=True)
+
+    def chord(_, carry):
+        theta, _, last = carry
+        step = jax.scipy.linalg.cho_solve(chol, gradients(theta).T).T
+        return theta - step, last, jnp.linalg.norm(step, axis=1)
+
+    inf = jnp.full(thetas.shape[:1], jnp.inf, thetas.dtype)
+    theta, before, last = jax.lax.fori_loop(0, iterations, chord, (thetas, inf, inf))
+    # ‖Δ⁽ⁿ⁾‖ Θ/(1 − Θ) ≤ tol(1 + ‖θ‖) without dividing (false for Θ ≥ 1 and for NaN), or a last step within
+    # rounding of zero, where Θ is noise (the identity link converges in one step)
+    scale = 1.0 + jnp.linalg.norm(theta, axis=1)
+    passed = (last * last <= tol * scale * (before - last)) | (last <= 1024 * jnp.finfo(theta.dtype).eps * scale)
+
+    def flagged(carry):
+        _, bad, it = carry
+        return jnp.any(bad) & (it < max_iter)
+
+    def newton_step(carry):
+        theta, bad, it = carry
+        step = jax.vmap(lambda s_j, theta_j: newton_solve(link, x, w, s_j, lam, theta_j, max_iter=1, step_tol=tol,
+                                                          active=active), in_axes=(1, 0))(s, theta)
+        return jnp.where(bad[:, None], step.theta, theta), bad & ~step.converged, it + 1
+
+    start = jnp.where((passed | (last < before))[:, None], theta, thetas)  # else restart from the warm start
+    return jax.lax.while_loop(flagged, newton_step, (start, ~passed, jnp.zeros((), jnp.int32)))[0]

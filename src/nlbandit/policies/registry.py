@@ -9,6 +9,7 @@ doubling trick (:mod:`~nlbandit.policies.anytime`). Adding a policy means adding
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax.numpy as jnp
@@ -54,8 +55,15 @@ def build_policy(config: dict[str, Any], spec: ProblemSpec) -> tuple[Policy, dic
     """The policy of a resolved config (``link = "env"`` already adapted), with its traced ``params``
     (float64 scalars)."""
     static, traced = split_policy_config(config)
-    policy = policy_entry(config["name"]).make(spec, **static)._replace(spec=spec)
+    policy = _make(config["name"], spec, tuple(sorted(static.items())))
     return policy, {k: jnp.asarray(v, jnp.float64) for k, v in traced.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> Policy:
+    """One :class:`Policy` object per (name, sizes, static hyperparameters), so that simulations of equal
+    policies share their compiled programs (:func:`nlbandit.core.simulate.simulate` caches by object)."""
+    return policy_entry(name).make(spec, **dict(static))._replace(spec=spec)
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy") -> dict[str, Any]:
