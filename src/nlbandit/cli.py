@@ -4,6 +4,8 @@
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
+  FILE may be a folder: every ``*.toml`` below it is validated first, then run in turn, and a summary of
+  minutes and verdicts per file ends with the total time.
 * ``nlbandit results [list|prune]``: the stored runs and whether the code that computed them is current;
   ``prune`` deletes the stale ones.
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
@@ -14,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 from nlbandit.core.hyper import ConfigError
@@ -28,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("report", "write the report (running what is missing)"),
                        ("check", "check the claims (running what is missing); exit 1 if one fails")):
         c = sub.add_parser(name, help=text, description=text)
-        c.add_argument("file", type=Path, help="experiment file (TOML)")
+        c.add_argument("file", type=Path, help="experiment file (TOML), or a folder: every *.toml below it, one "
+                       "after the other, with a summary of times and verdicts")
         c.add_argument("--scale", choices=("quick", "full"), default="quick", help="experiment scale (default quick)")
         c.add_argument("--seeds", type=int, default=None, help="override the number of repetitions")
         c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
@@ -116,39 +121,63 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
-        exp = load_experiment(args.file, args.scale, args.seeds)
+        files = sorted(args.file.rglob("*.toml")) if args.file.is_dir() else [args.file]
+        if not files:
+            raise ConfigError(f"{args.file}: the folder holds no experiment file (*.toml)")
+        experiments = [(f, load_experiment(f, args.scale, args.seeds)) for f in files]  # all valid before any runs
     except (ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    from nlbandit.experiments.runner import run_experiment
-    from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
     from nlbandit.store import Store, StoreBusyError
 
-    out = args.out or Path("reports") / exp.paper
-    command = f"nlbandit report {args.file} --scale {args.scale}" + (
-        f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
-    log = (lambda msg: print(msg, file=sys.stderr))
     try:
         store = Store(args.db)
     except StoreBusyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
+    status, summary, start = 0, [], time.perf_counter()
     with store:
-        run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
-        rows = load_rows(exp, store)
+        for path, exp in experiments:
+            t0 = time.perf_counter()
+            code, verdicts = _run_one(args, path, exp, store)
+            status = max(status, code)
+            summary.append((path, time.perf_counter() - t0, verdicts))
+    if len(experiments) > 1:
+        print(f"\n{'experiment':<48} {'minutes':>8}  claims")
+        for path, seconds, verdicts in summary:
+            counts = ", ".join(f"{n} {v}" for v, n in sorted(Counter(verdicts).items())) or "none"
+            print(f"{str(path):<48} {seconds / 60:>8.2f}  {counts}")
+        print(f"{'total':<48} {(time.perf_counter() - start) / 60:>8.2f}")
+    return status
+
+
+def _run_one(args, path: Path, exp, store) -> tuple[int, list[str]]:
+    """Run, report and (for ``check``) judge one experiment; return (exit status, claim verdicts)."""
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
+
+    out = args.out / exp.paper if args.out is not None and args.file.is_dir() else args.out
+    out = out or Path("reports") / exp.paper
+    command = f"nlbandit report {path} --scale {args.scale}" + (
+        f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
+    log = (lambda msg: print(msg, file=sys.stderr))
+    print(f"== {path}", flush=True)
+    run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
+    rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command)
     if args.command == "run":
         print(results_table(rows))
     print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
         print(f"{claim_verdict(c):<12} {c.name}: {c.check}  [" + "; ".join(f"{t} = {v:.2f}" for t, v in c.values) + "]")
-    if args.command == "check":
-        failed = [c for c in claims if not c.ok]
-        print(f"{len(claims) - len(failed)} of {len(claims)} claims as declared" + (
-            f"; failed: {', '.join(c.name for c in failed)}" if failed else ""))
-        return 1 if failed else 0
-    return 0
+    verdicts = [claim_verdict(c) for c in claims]
+    if args.command != "check":
+        return 0, verdicts
+    failed = [c for c in claims if not c.ok]
+    print(f"{len(claims) - len(failed)} of {len(claims)} claims as declared" + (
+        f"; failed: {', '.join(c.name for c in failed)}" if failed else ""), flush=True)
+    return (1 if failed else 0), verdicts
 
 
 if __name__ == "__main__":
