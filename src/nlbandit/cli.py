@@ -170,7 +170,8 @@ def _run_one(args, path: Path, exp, store) -> tuple[int, list[str]]:
         print(results_table(rows))
     print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
-        print(f"{claim_verdict(c):<12} {c.name}: {c.check}  [" + "; ".join(f"{t} = {v:.2f}" for t, v in c.values) + "]")
+        print(f"{claim_verdict(c):<12} {c.name}: {c.check}  ["
+              + "; ".join(t if " = " in t else f"{t} = {v:.2f}" for t, v in c.values) + "]")
     verdicts = [claim_verdict(c) for c in claims]
     if args.command != "check":
         return 0, verdicts

@@ -30,6 +30,10 @@ An experiment file::
     text = "Lin-ES is competitive with Lin-TS"
     check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
 
+A ``[[policies]]`` or ``[[claims]]`` table may carry ``scales = ["full"]``: the series is validated at every
+scale but run only at the listed ones (an O(t)-per-round baseline too slow for the quick tier), and the
+claim is checked only there.
+
 ``loop = "regression"`` makes an online-regression experiment (Zhao, Zhou, He & Gu 2023): ``[env]``
 names a stream of :data:`nlbandit.envs.registry.STREAMS`, the ``[[policies]]`` are learners of
 :data:`nlbandit.policies.learners.LEARNERS` (each with the regret it records), and a series may carry its
@@ -93,6 +97,9 @@ _CLAIM_KEYS = (
     Hyper("check", None, "expression over regret(...), std(...), increment(...)", kind=str),
     Hyper("expect", "pass", "whether the claim is expected to hold (a documented negative finding "
           "is declared with 'fail')", kind=str, choices=("pass", "fail")),
+    Hyper("kind", "paper", "paper: the paper's or spec's statement; regression: a threshold the paper does not "
+          "justify, a check on the implementation; sanity: true by construction", kind=str,
+          choices=("paper", "regression", "sanity")),
 )
 
 
@@ -166,6 +173,7 @@ class Claim:
     text: str
     check: str
     expect: str
+    kind: str = "paper"
 
 
 @dataclass
@@ -209,6 +217,16 @@ def _checkpoints(value: tuple[float, ...] | None, horizon: int, where: str) -> t
         raise ConfigError(f"{where}: field 'checkpoints' must be increasing integer rounds in [1, {horizon}], "
                           f"got {list(value)}")
     return tuple(int(v) for v in value)
+
+
+def _scales(value: Any, where: str) -> tuple[str, ...]:
+    """The validated ``scales`` field of a series or claim: a non-empty list of scale names (default: all)."""
+    if value is None:
+        return SCALES
+    if not isinstance(value, (list, tuple)) or not value or any(v not in SCALES for v in value):
+        raise ConfigError(f"{where}: field 'scales' must be a non-empty list of scale names from "
+                          f"{', '.join(repr(s) for s in SCALES)}, got {value!r}")
+    return tuple(value)
 
 
 def _series_env(value: Any, regression: bool, where: str) -> dict[str, Any]:
@@ -314,18 +332,19 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
-    runs, labels, built = [], [], {}
+    runs, labels, elsewhere, built = [], [], [], {}
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
         series_env = _series_env(p.pop("env", None), regression, pwhere)
         series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
+        here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         for pol_cfg, varying in _expand(p, ("name",)):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
-            if full_label in labels:
+            if full_label in labels or full_label in elsewhere:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
-            labels.append(full_label)
+            (labels if here else elsewhere).append(full_label)
             for env_cfg, case in series_cases:
                 lwhere = f"{pwhere} ({full_label})"
                 if regression:
@@ -335,14 +354,18 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                     if id(env_cfg) not in built:
                         built[id(env_cfg)] = make_env(**env_cfg)
                     resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), built[id(env_cfg)], horizon, lwhere)
-                runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds, top["record_points"],
-                                      top["loop"]))
+                if here:
+                    runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds,
+                                          top["record_points"], top["loop"]))
 
     claims = []
     for i, c in enumerate(raw.get("claims", [])):
         cw = f"{where}: claims[{i}]"
-        c = resolve(_CLAIM_KEYS, _table(c, cw), cw)
-        claims.append(Claim(c["name"], c["text"], c["check"], c["expect"]))
+        c = dict(_table(c, cw))
+        at = _scales(c.pop("scales", None), cw)  # a claim about a series run at some scales only is checked there
+        c = resolve(_CLAIM_KEYS, c, cw)
+        if scale in at:
+            claims.append(Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"]))
 
     exp = Experiment(
         path=path,

@@ -66,12 +66,14 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
     out = []
     for c in exp.claims:
         holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
-        out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values))
+        out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values, c.kind))
     return out
 
 
 def claim_verdict(c: ClaimResult) -> str:
-    """PASS, FAIL, or the expected-failure variants, for tables."""
+    """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), or the expected-failure variants."""
+    if c.holds is None:
+        return "INCONCLUSIVE"
     if c.expect == "pass":
         return "PASS" if c.holds else "FAIL"
     return "fails, as documented (expected)" if not c.holds else "UNEXPECTEDLY HOLDS"
@@ -259,10 +261,16 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
             f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
         )
     if claims:
-        lines += ["", "## Claims", "", "| claim | check | measured | result |", "|---|---|---|---|"]
+        lines += ["", "## Claims", "",
+                  "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "
+                  "threshold the paper does not justify, kept as a check on the implementation), *sanity* (true by "
+                  "construction). `paired(a, b)` is the per-seed difference regret(a) − regret(b) on common random "
+                  "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE.", "",
+                  "| claim | kind | check | measured | result |", "|---|---|---|---|---|"]
         for c in claims:
-            values = "; ".join(f"`{t}` = {v:.2f}" for t, v in c.values)
-            lines.append(f"| **{c.name}**: {_cell(c.text)} | `{_cell(c.check)}` | {values} | {claim_verdict(c)} |")
+            values = "; ".join(f"`{t}`" if " = " in t else f"`{t}` = {v:.2f}" for t, v in c.values)
+            lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
+                         f"{claim_verdict(c)} |")
     lines += ["", "## Policy configurations", ""]
     seen = set()
     for r in rows:

@@ -23,7 +23,18 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   lam)``, FTRL's exact expected regret on Theorem 5.1's instance; ``mean_field(d, T, sigma2, lam)``, its
   mean-field approximation with sphere features; ``ftrl_bound(d, T, sigma2, delta)``, Theorem 4.1's
   bound (identity link; Zhao, Zhou, He & Gu 2023);
+* ``paired(a, b, t=None, **case)``: the paired difference regret(a) − regret(b) at round t, seed by seed
+  (both series see the same instances and noise: common random numbers), as an *interval*: its mean
+  and 95% confidence interval (Student t with S − 1 degrees of freedom). A comparison of an interval with
+  a number is three-valued: ``paired('A', 'B') < 0`` is true when the whole interval lies below 0, false
+  when none of it does, and *undetermined* when the interval straddles 0 (the seeds cannot resolve the
+  ordering). Intervals can be shifted by a number, scaled by a number, and divided by a positive one;
+  ``and``/``or``/``not`` follow Kleene's three-valued logic. A claim whose value is undetermined is
+  INCONCLUSIVE, a verdict of its own beside pass and fail;
 * ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
+
+Expressions are limited to 2,000 characters and 60 levels of nesting, and arithmetic that overflows is
+an error, so a malformed claim fails when its file is loaded, with a message.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
 ``regret('Lin-ES') <= 1.5 * min(regret('Lin-TS'), regret('Lin-UCB'))``.
@@ -35,7 +46,7 @@ import ast
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -60,10 +71,113 @@ def _sqrt(x: float) -> float:
     return math.sqrt(x) if x >= 0 else math.nan
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _divide,
-           ast.Pow: lambda a, b: float(a) ** float(b)}  # floats: overflows raise instead of growing without bound
+_T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
+         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
+         2.131449546, 2.119905299, 2.109815578, 2.100922040, 2.093024054, 2.085963447, 2.079613845,
+         2.073873068, 2.068657610, 2.063898562, 2.059538553, 2.055529439, 2.051830516, 2.048407142,
+         2.045229642, 2.042272456)
+"""The 97.5% quantiles of Student's t with 1..30 degrees of freedom."""
+Z975 = 1.959963984540054
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t with ``df`` ≥ 1 degrees of freedom: a table up to 30, beyond it
+    the Cornish–Fisher expansion z + (z³ + z)/(4ν) + (5z⁵ + 16z³ + 3z)/(96ν²) (error below 1e-4)."""
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = Z975
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+class Interval(NamedTuple):
+    """A paired difference: its mean over seeds and the bounds of its 95% confidence interval."""
+
+    mean: float
+    lo: float
+    hi: float
+
+    def text(self) -> str:
+        """``mean [lo, hi]`` for reports."""
+        return f"{self.mean:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
+
+
+def _shift(a, b, sign: float):
+    """a + sign·b where either may be an :class:`Interval`."""
+    if isinstance(b, Interval):
+        b = Interval(sign * b.mean, *sorted((sign * b.lo, sign * b.hi)))
+        a, b = b, a
+    elif sign < 0:
+        b = -b
+    if isinstance(a, Interval):
+        if isinstance(b, Interval):
+            raise ConfigError("two paired() intervals cannot be added; compare each with a number")
+        return Interval(a.mean + b, a.lo + b, a.hi + b)
+    return a + b
+
+
+def _scale(a, b):
+    """a·b where at most one is an :class:`Interval`."""
+    if isinstance(b, Interval):
+        a, b = b, a
+    if isinstance(a, Interval):
+        if isinstance(b, Interval):
+            raise ConfigError("two paired() intervals cannot be multiplied")
+        return Interval(a.mean * b, *sorted((a.lo * b, a.hi * b)))
+    return a * b
+
+
+def _div(a, b):
+    if isinstance(b, Interval):
+        raise ConfigError("a paired() interval cannot be a divisor")
+    if isinstance(a, Interval):
+        if not b > 0:
+            raise ConfigError("a paired() interval can only be divided by a positive number")
+        return Interval(a.mean / b, a.lo / b, a.hi / b)
+    return _divide(a, b)
+
+
+def _pow(a, b):
+    if isinstance(a, Interval) or isinstance(b, Interval):
+        raise ConfigError("a paired() interval cannot be raised to a power")
+    return float(a) ** float(b)  # floats: overflows raise instead of growing without bound
+
+
+_BINOPS = {ast.Add: lambda a, b: _shift(a, b, 1.0), ast.Sub: lambda a, b: _shift(a, b, -1.0), ast.Mult: _scale,
+           ast.Div: _div, ast.Pow: _pow}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
+def _compare(op, left, right) -> bool | None:
+    """``left op right``; three-valued when one side is an :class:`Interval` (None: the interval
+    straddles the other side, so the comparison is undetermined)."""
+    if not isinstance(left, Interval) and not isinstance(right, Interval):
+        return bool(_CMPOPS[type(op)](left, right))
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        raise ConfigError("a paired() interval can only be compared with <, <=, > or >=")
+    if isinstance(left, Interval) and isinstance(right, Interval):
+        raise ConfigError("two paired() intervals cannot be compared with each other")
+    fn = _CMPOPS[type(op)]
+    if isinstance(left, Interval):
+        outcomes = {fn(left.lo, right), fn(left.hi, right)}
+    else:
+        outcomes = {fn(left, right.lo), fn(left, right.hi)}
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def _kleene_and(values: list[bool | None]) -> bool | None:
+    if any(v is False for v in values):
+        return False
+    return None if any(v is None for v in values) else True
+
+
+def _kleene_or(values: list[bool | None]) -> bool | None:
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+MAX_CHARS, MAX_DEPTH = 2000, 60
 
 
 def value_at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
@@ -93,25 +207,44 @@ class _Evaluator:
             return _BINOPS[type(node.op)](self(node.left), self(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
             v = self(node.operand)
-            return -v if isinstance(node.op, ast.USub) else not v
+            if isinstance(node.op, ast.USub):
+                return _scale(v, -1.0)
+            return None if v is None else not v
         if isinstance(node, ast.BoolOp):
-            values = [bool(self(v)) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
+            values = [self._truth(self(v)) for v in node.values]
+            return _kleene_and(values) if isinstance(node.op, ast.And) else _kleene_or(values)
         if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-            left, ok = self(node.left), True
+            left, outcomes = self(node.left), []
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
-                ok = ok and _CMPOPS[type(op)](left, right)
+                outcomes.append(_compare(op, left, right))
                 left = right
-            return ok
+            return _kleene_and(outcomes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return self._call(node)
         raise ConfigError(f"unsupported expression element {ast.unparse(node)!r}")
+
+    @staticmethod
+    def _truth(value) -> bool | None:
+        if isinstance(value, Interval):
+            raise ConfigError("a paired() interval is not a truth value; compare it with a number")
+        return None if value is None else bool(value)
 
     def _call(self, node: ast.Call) -> float:
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
+        if name == "paired" and len(args) == 2 and all(isinstance(a, str) for a in args):
+            t = kwargs.pop("t", None)
+            rounds_a, cum_a, _ = self.curves(args[0], kwargs)
+            rounds_b, cum_b, _ = self.curves(args[1], kwargs)
+            diff = value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t)
+            if diff.size < 2:
+                raise ConfigError(f"{ast.unparse(node)}: a paired interval needs at least 2 seeds")
+            half = t_quantile_975(diff.size - 1) * float(np.std(diff, ddof=1)) / math.sqrt(diff.size)
+            value = Interval(float(diff.mean()), float(diff.mean()) - half, float(diff.mean()) + half)
+            self.trace.append((f"{ast.unparse(node)} = {value.text()} (95% CI)", value.mean))
+            return value
         if name in ("min", "max", "abs", "sqrt") and not kwargs and args:
             return {"min": min, "max": max, "abs": abs, "sqrt": _sqrt}[name](*args)
         if name in _THEORY and len(args) == _THEORY[name][1] and not kwargs:
@@ -186,41 +319,72 @@ class _Evaluator:
             self.trace.append((ast.unparse(node), value))
             return value
         raise ConfigError(
-            f"{ast.unparse(node)}: unknown function; allowed: regret(label), std(label), se(label), "
+            f"{ast.unparse(node)}: unknown function; allowed: regret(label), paired(a, b), std(label), se(label), "
             "increment(label, t0, t1), growth(label), stuck(label), runtime(label), quantile(label, q), "
             "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
             "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
         )
 
 
+KINDS = ("paper", "regression", "sanity")
+"""Claim kinds: a statement of the paper or its spec (``paper``); a threshold the paper does not justify,
+kept to catch regressions of the implementation (``regression``); true by construction, a sanity check
+(``sanity``)."""
+
+
 @dataclass
 class ClaimResult:
-    """Outcome of one claim: ``holds`` is the expression's truth, ``ok`` whether that was expected."""
+    """Outcome of one claim: ``holds`` is the expression's truth (None: undetermined, the seeds cannot
+    resolve it), ``ok`` whether the outcome is acceptable (as declared, or inconclusive)."""
 
     name: str
     text: str
     check: str
     expect: str
-    holds: bool
+    holds: bool | None
     values: list[tuple[str, float]]
+    kind: str = "paper"
 
     @property
     def ok(self) -> bool:
-        """True when the claim came out as declared (``expect``)."""
-        return self.holds == (self.expect == "pass")
+        """False only when a determined outcome contradicts ``expect``; an inconclusive claim is reported
+        as such, not failed."""
+        return self.holds is None or self.holds == (self.expect == "pass")
 
 
 def evaluate_claim(check: str, curves: Curves, horizon: int,
-                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool, list[tuple[str, float]]]:
-    """Evaluate ``check``; return its truth and the values of every regret/std/increment call.
+                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool | None, list[tuple[str, float]]]:
+    """Evaluate ``check``; return its truth (None when undetermined) and the values of every call.
 
     ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``)."""
+    text = " ".join(check.splitlines())  # a claim may span several lines
+    if len(text) > MAX_CHARS:
+        raise ConfigError(f"claim is {len(text)} characters long; at most {MAX_CHARS} are allowed")
     try:
-        tree = ast.parse(" ".join(check.splitlines()), mode="eval")  # a claim may span several lines
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ConfigError(f"claim {check!r} is not a valid expression: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"claim is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    depth = _depth(tree)
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"claim is nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
     ev = _Evaluator(curves, horizon, grid)
-    return bool(ev(tree)), ev.trace
+    try:
+        value = ev(tree)
+    except OverflowError:
+        raise ConfigError(f"claim {text[:80]!r}: arithmetic overflow") from None
+    return ev._truth(value), ev.trace
+
+
+def _depth(node: ast.AST) -> int:
+    """Nesting depth of an expression tree (iterative, so a deep tree cannot exhaust the stack)."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        todo.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def grid_values(exp) -> Callable[[str], list[Any]]:
