@@ -22,7 +22,7 @@ import nlbandit as nb
 import reference_glm as ref
 from nlbandit import theory
 from nlbandit.core.keys import normal
-from nlbandit.policies import glm as glm_module
+from nlbandit.models.history import history_capacity, history_noise
 
 D, K, T = 4, 20, 60
 LAM = 0.7
@@ -235,9 +235,9 @@ def test_phe_draws_t_perturbations_in_round_t_and_es_draws_m():
     ensemble instead keeps m draws per observation (m·T in all; checked on a T = 60 run, and their
     persistence in ``test_glm_es_matches_reference_gd_and_keeps_its_perturbations``)."""
     horizon, m = 1000, 10
-    capacity = glm_module.HISTORY_BLOCK * -(-horizon // glm_module.HISTORY_BLOCK)
-    noise = jax.jit(jax.vmap(lambda t: glm_module._history_noise(jax.random.fold_in(jax.random.key(3), t), t,
-                                                                 capacity)))(jnp.arange(1, horizon + 1))
+    capacity = history_capacity(horizon)
+    noise = jax.jit(jax.vmap(lambda t: history_noise(jax.random.fold_in(jax.random.key(3), t), t, capacity)))(
+        jnp.arange(1, horizon + 1))
     noise = np.asarray(noise)
     per_round = (noise != 0).sum(axis=1)
     np.testing.assert_array_equal(per_round, np.arange(1, horizon + 1))

@@ -27,39 +27,24 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from nlbandit.models.history import blockwise_sum
 from nlbandit.models.links import Link
-
-
-def _row_sum(fn, x, w, s, active):
-    """Σ_i of ``fn(x, w, s)`` over the rows: all at once when ``active`` is None, else over the first
-    ⌈n/B⌉ blocks of B rows for ``active = (n, B)`` (a history buffer filled up to n), so the cost grows
-    with n rather than with the buffer's capacity. The buffer length must be a multiple of B."""
-    if active is None:
-        return fn(x, w, s)
-    n, block = active
-
-    def add(i, acc):
-        rows = [jax.lax.dynamic_slice_in_dim(a, i * block, block) for a in (x, w, s)]
-        return jax.tree.map(jnp.add, acc, fn(*rows))
-
-    zero = jax.tree.map(jnp.zeros_like, jax.eval_shape(fn, x[:block], w[:block], s[:block]))
-    return jax.lax.fori_loop(0, (n + block - 1) // block, add, zero)
 
 
 def glm_objective(link: Link, theta, x, w, s, lam, active=None) -> jax.Array:
     """F(θ) for rows ``x`` (n, d), weights ``w`` (n,), response sums ``s`` (n,), ridge ``lam``
-    (``active``: see :func:`_row_sum`)."""
+    (``active``: see :func:`~nlbandit.models.history.blockwise_sum`)."""
 
     def rows(x, w, s):
         v = x @ theta
         return jnp.sum(w * link.log_partition(v) - s * v)
 
-    return _row_sum(rows, x, w, s, active) + 0.5 * lam * theta @ theta
+    return blockwise_sum(rows, x, w, s, active) + 0.5 * lam * theta @ theta
 
 
 def glm_gradient(link: Link, theta, x, w, s, lam, active=None) -> jax.Array:
     """∇F(θ) = λθ + Σ_i (w_i μ(x_iᵀθ) − s_i) x_i."""
-    return _row_sum(lambda x, w, s: x.T @ (w * link.mean(x @ theta) - s), x, w, s, active) + lam * theta
+    return blockwise_sum(lambda x, w, s: x.T @ (w * link.mean(x @ theta) - s), x, w, s, active) + lam * theta
 
 
 def glm_hessian(link: Link, theta, x, w, lam, active=None) -> jax.Array:
@@ -69,7 +54,7 @@ def glm_hessian(link: Link, theta, x, w, lam, active=None) -> jax.Array:
         c = w * link.dmean(x @ theta)
         return (x * c[:, None]).T @ x
 
-    return _row_sum(rows, x, w, w, active) + lam * jnp.eye(x.shape[1], dtype=x.dtype)
+    return blockwise_sum(rows, x, w, w, active) + lam * jnp.eye(x.shape[1], dtype=x.dtype)
 
 
 class NewtonResult(NamedTuple):
@@ -91,7 +76,7 @@ def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol:
     minimiser is unique. The default step tolerance is spec 002's 1e-6: Newton converges quadratically,
     so the returned θ is far closer to the minimiser than the last step (the tests check ‖∇F‖ against a
     float64 SciPy reference). The objective of the accepted point is carried to the next iteration, so
-    an iteration evaluates F once per trial step. ``active``: see :func:`_row_sum`.
+    an iteration evaluates F once per trial step. ``active``: see :func:`~nlbandit.models.history.blockwise_sum`.
     """
     def cond(carry):
         _, _, it, done = carry
@@ -134,7 +119,7 @@ def gd_solve(link: Link, x, w, s, lam, theta0, steps: int = 100, lr: float = 0.0
 
     ``reduction="mean"`` descends F/n with n = Σw (same minimiser; spec 003 U3: on the sum form a step of
     0.01 oscillates once an arm has about 800 pulls); ``"sum"`` descends F itself, as written in the
-    paper. ``active``: see :func:`_row_sum`.
+    paper. ``active``: see :func:`~nlbandit.models.history.blockwise_sum`.
     """
     scale = 1.0 / jnp.maximum(jnp.sum(w), 1.0) if reduction == "mean" else 1.0
 
@@ -191,13 +176,13 @@ def ensemble_newton_solve(link: Link, x, w, s, lam, thetas, iterations: int = 3,
     rounds, then ensemble sampling, every round checked against an exact Newton solve): largest error
     relative to 1 + ‖θ*‖ 1.2e-6 with the default 3 steps (6e-7 after round 1000), the fallback taken in
     72–92 rounds, none after round 700; with 2 steps 4–6e-6, and the fallback in ~800–950 rounds, some
-    near the end, so that over a run 2 steps save no time. ``active``: see :func:`_row_sum`.
+    near the end, so that over a run 2 steps save no time. ``active``: see :func:`~nlbandit.models.history.blockwise_sum`.
     """
     if iterations < 2:
         raise ValueError(f"iterations must be >= 2 (the contraction test compares two steps), got {iterations}")
 
     def gradients(theta):
-        return _row_sum(lambda x, w, s: (w[:, None] * link.mean(x @ theta.T) - s).T @ x, x, w, s, active) + lam * theta
+        return blockwise_sum(lambda x, w, s: (w[:, None] * link.mean(x @ theta.T) - s).T @ x, x, w, s, active) + lam * theta
 
     chol = jax.scipy.linalg.cho_factor(glm_hessian(link, jnp.mean(thetas, axis=0), x, w, lam, active), lower=True)
 

@@ -36,6 +36,7 @@ from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
 from nlbandit.models.glm import ensemble_newton_solve, glm_hessian, gd_solve, newton_solve
+from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity, history_noise
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry, link_from_env
@@ -43,26 +44,6 @@ from nlbandit.policies.exploration import act_info, choose, ensemble_probability
 from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import (WARMUPS, Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity,
                                       warmup_min_length)
-
-HISTORY_BLOCK = 128
-"""Rows per block of the history layout (its buffer is a multiple of this)."""
-
-
-class Rows(NamedTuple):
-    """Weighted rows of a GLM fit.
-
-    Attributes:
-      x: (C, d) the arm features (``arms``) or the observed features in order (``history``).
-      n: (C,) pull counts (``arms``), or 1 for the filled history rows and 0 beyond.
-      y: (C,) or (C, m) reward sums per row, one column per perturbed copy (ensembles).
-      count: number of observations so far.
-    """
-
-    x: jax.Array
-    n: jax.Array
-    y: jax.Array
-    count: jax.Array
-
 
 class GLMState(NamedTuple):
     """State shared by the GLM policies (fields a policy does not use keep their initial value).
@@ -105,7 +86,7 @@ def glm_setup(spec: ProblemSpec, link: str = "logistic", backend: str = "arms", 
               gd_steps: int = 100, reduction: str = "mean", warmup: str = "basis", warmup_rounds: int = 0,
               basis_pulls: int = 1, design: str = "multiplicative", rewards_outside_link: bool = False) -> Setup:
     """Bundle the static options; the history buffer holds ``spec.horizon`` rows (rounded up to blocks)."""
-    capacity = spec.k if backend == "arms" else -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK
+    capacity = spec.k if backend == "arms" else history_capacity(spec.horizon)
     return Setup(spec, link, backend, solver, gd_steps, reduction, warmup, warmup_rounds, basis_pulls, design,
                  capacity, rewards_outside_link)
 
@@ -119,10 +100,8 @@ def glm_requirements(setup: Setup) -> Requirements:
 
 def _init_state(setup: Setup, params, targets: int | None) -> GLMState:
     d = setup.spec.d
-    y_shape = (setup.capacity,) if targets is None else (setup.capacity, targets)
     theta = jnp.zeros((d,) if targets is None else (targets, d))
-    rows = Rows(jnp.zeros((setup.capacity, d)), jnp.zeros((setup.capacity,)), jnp.zeros(y_shape),
-                jnp.zeros((), jnp.int32))
+    rows = empty_rows(setup.capacity, d, targets)
     cap = warmup_capacity(setup.warmup, d, setup.spec.k, setup.warmup_rounds, setup.basis_pulls)
     return GLMState(rows, theta, jnp.zeros((d,)), jnp.eye(d) / params["lam"], jnp.zeros(()), empty_warmup(cap))
 
@@ -136,16 +115,6 @@ def _prepare(setup: Setup):
         return state._replace(rows=rows, arm_norm=jnp.max(jnp.linalg.norm(arms, axis=1)), warmup=plan)
 
     return prepare
-
-
-def _add(setup: Setup, rows: Rows, x: jax.Array, arm: jax.Array, y: jax.Array) -> Rows:
-    """Record one observation of arm ``arm`` with features ``x`` (``y`` a scalar, or (m,) for perturbed
-    copies)."""
-    x = x.astype(jnp.float64)
-    if setup.backend == "arms":
-        return Rows(rows.x, rows.n.at[arm].add(1.0), rows.y.at[arm].add(y), rows.count + 1)
-    slot = rows.count
-    return Rows(rows.x.at[slot].set(x), rows.n.at[slot].set(1.0), rows.y.at[slot].set(y), rows.count + 1)
 
 
 def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array) -> jax.Array:
@@ -180,7 +149,7 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
         x = contexts[arm]
         k_noise, k_fit = jax.random.split(key)
         y = feedback.reward if targets is None else perturbed_copies(params, k_noise, feedback.reward, targets)
-        state = state._replace(rows=_add(setup, state.rows, x, arm, y))
+        state = state._replace(rows=add_row(state.rows, x, arm, y, per_arm=setup.backend == "arms"))
         if gram:
             state = state._replace(v_inv=gram_update(state.v_inv, x.astype(jnp.float64))[0])
         return refit(params, state, k_fit)
@@ -316,22 +285,10 @@ def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", *
         if setup.backend == "arms":
             noise = jnp.sqrt(rows.n) * normal(key, rows.n.shape)
         else:
-            noise = _history_noise(key, rows.count, setup.capacity)
+            noise = history_noise(key, rows.count, setup.capacity)
         return state._replace(theta=_fit(setup, params, rows, rows.y + a * noise, state.theta))
 
     return _policy(name, setup, _argmax_theta, refit)
-
-
-def _history_noise(key: jax.Array, count: jax.Array, capacity: int) -> jax.Array:
-    """(capacity,) with N(0, 1) draws in the first ``count`` rows (drawn block by block up to ``count``,
-    so the sampling cost grows with t) and zeros beyond."""
-
-    def fill(i, z):
-        block = normal(jax.random.fold_in(key, i), (HISTORY_BLOCK,))
-        live = i * HISTORY_BLOCK + jnp.arange(HISTORY_BLOCK) < count
-        return jax.lax.dynamic_update_slice_in_dim(z, jnp.where(live, block, 0.0), i * HISTORY_BLOCK, 0)
-
-    return jax.lax.fori_loop(0, (count + HISTORY_BLOCK - 1) // HISTORY_BLOCK, fill, jnp.zeros((capacity,)))
 
 
 def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:

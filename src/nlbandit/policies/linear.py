@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.models.history import HISTORY_BLOCK, blockwise_sum, history_capacity, history_noise
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
 from nlbandit.policies.baselines import LAM, ridge_learn
 from nlbandit.policies.entry import PolicyEntry
@@ -132,9 +133,6 @@ class LinPHE(NamedTuple):
     n: jax.Array
 
 
-_PHE_BLOCK = 128
-
-
 def lin_phe(spec: ProblemSpec) -> Policy:
     """Linear perturbed-history exploration (Kveton et al. 2020a), the O(t)-per-round baseline of ES.
 
@@ -145,22 +143,15 @@ def lin_phe(spec: ProblemSpec) -> Policy:
     The Gaussian law replaces Kveton et al.'s Bernoulli pseudo-rewards, as in spec 003 §3; the prior
     term b₀ (fresh every round, scale ``prior_scale``) mirrors Lin-ES's.
     """
-    capacity = -(-spec.horizon // _PHE_BLOCK) * _PHE_BLOCK
+    capacity = history_capacity(spec.horizon)
 
     def init(params, key):
         return LinPHE(ridge_init(spec.d, params["lam"]), jnp.zeros((capacity, spec.d)), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
         k_prior, k_z, k_ties = jax.random.split(key, 3)
-
-        def add_block(i, acc):
-            rows = jax.lax.dynamic_slice_in_dim(state.xs, i * _PHE_BLOCK, _PHE_BLOCK)
-            z = normal(jax.random.fold_in(k_z, i), (_PHE_BLOCK,))
-            live = i * _PHE_BLOCK + jnp.arange(_PHE_BLOCK) < state.n
-            return acc + rows.T @ jnp.where(live, z, 0.0)
-
-        n_blocks = (state.n + _PHE_BLOCK - 1) // _PHE_BLOCK
-        noise = jax.lax.fori_loop(0, n_blocks, add_block, jnp.zeros((spec.d,)))
+        z = history_noise(k_z, state.n, capacity)
+        noise = blockwise_sum(lambda x, _, z: x.T @ z, state.xs, z, z, (state.n, HISTORY_BLOCK))
         b = state.ridge.b + params["sigma_r"] * noise + _prior_term(k_prior, params, (spec.d,))
         scores = contexts @ (state.ridge.v_inv @ b)
         arm, _ = choose(k_ties, scores, mask)

@@ -28,6 +28,7 @@ from jax.scipy.special import gammainc
 from nlbandit.core.hyper import Hyper
 from nlbandit.core.types import Policy, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, newton_solve
+from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import cholesky_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry
@@ -37,8 +38,6 @@ _LOGISTIC = LINKS["logistic"]
 L_MU = 0.25
 """L_μ = sup μ̇ of the logistic link (Faury et al. 2020's L)."""
 
-HISTORY_BLOCK = 128
-"""Rows per block of Logistic-UCB-1's history buffer (the Newton sums run over the filled blocks only)."""
 
 
 def log_loss(v: jax.Array, r: jax.Array) -> jax.Array:
@@ -61,20 +60,14 @@ class LogUCB1State(NamedTuple):
     """Logistic-UCB-1 state.
 
     Attributes:
-      x: (C, d) played features in order (C = horizon rounded up to a multiple of ``HISTORY_BLOCK``), or
-        the arm set (C = K, ``backend="arms"``).
-      w: (C,) 1 for the filled rows, 0 beyond; or the pull count of each arm.
-      y: (C,) rewards; or the reward sum of each arm.
-      count: number of observations so far.
+      rows: the data (:class:`~nlbandit.models.history.Rows`): the played features and rewards in order
+        (a history buffer), or per arm of the fixed arm set its features, pull count and reward sum.
       theta: (d,) the regularised MLE θ̂ that ``act`` scores with.
       gram: (d, d) Σ_s x_s x_sᵀ, without regulariser (V_t adds its own, which changes with t).
       logdet_h: log det H_t(θ̂), H_t(θ) = λ_t I + Σ μ̇(x_sᵀθ) x_s x_sᵀ (``width="reference"`` only).
     """
 
-    x: jax.Array
-    w: jax.Array
-    y: jax.Array
-    count: jax.Array
+    rows: Rows
     theta: jax.Array
     gram: jax.Array
     logdet_h: jax.Array
@@ -176,13 +169,12 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
         raise ValueError(f"unknown backend {backend!r}")
     d = spec.d
     history = backend == "history"
-    capacity = -(-spec.horizon // HISTORY_BLOCK) * HISTORY_BLOCK if history else spec.k
+    capacity = history_capacity(spec.horizon) if history else spec.k
 
     def init(params, key):
-        zeros = jnp.zeros((capacity,))
         lam0 = ucb1_lambda(params, jnp.zeros(()), d, schedule)
-        return LogUCB1State(jnp.zeros((capacity, d)), zeros, zeros, jnp.zeros((), jnp.int32), jnp.zeros((d,)),
-                            jnp.zeros((d, d)), d * jnp.log(jnp.asarray(lam0, jnp.float64)))
+        return LogUCB1State(empty_rows(capacity, d), jnp.zeros((d,)), jnp.zeros((d, d)),
+                            d * jnp.log(jnp.asarray(lam0, jnp.float64)))
 
     def act(params, state, key, contexts, mask, t):
         n = jnp.asarray(t, jnp.float64) - 1.0
@@ -201,30 +193,26 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
 
     def refit(params, state, t):
         lam = ucb1_lambda(params, jnp.asarray(t, jnp.float64), d, schedule)
-        active = (state.count, HISTORY_BLOCK) if history else None
-        theta = newton_solve(_LOGISTIC, state.x, state.w, state.y, lam, state.theta,
-                             max_iter=newton_steps, active=active).theta
+        rows = state.rows
+        active = (rows.count, HISTORY_BLOCK) if history else None
+        theta = newton_solve(_LOGISTIC, rows.x, rows.n, rows.y, lam, state.theta, max_iter=newton_steps,
+                             active=active).theta
         logdet_h = state.logdet_h
         if width == "reference":
-            logdet_h = jnp.linalg.slogdet(glm_hessian(_LOGISTIC, theta, state.x, state.w, lam, active))[1]
+            logdet_h = jnp.linalg.slogdet(glm_hessian(_LOGISTIC, theta, rows.x, rows.n, lam, active))[1]
         return state._replace(theta=theta, logdet_h=logdet_h)
 
     def update(params, state, key, contexts, arm, feedback, t):
         x = contexts[arm].astype(jnp.float64)
-        if history:
-            slot = state.count
-            state = state._replace(x=state.x.at[slot].set(x), w=state.w.at[slot].set(1.0),
-                                   y=state.y.at[slot].set(feedback.reward))
-        else:
-            state = state._replace(w=state.w.at[arm].add(1.0), y=state.y.at[arm].add(feedback.reward))
-        state = state._replace(count=state.count + 1, gram=state.gram + jnp.outer(x, x))
+        state = state._replace(rows=add_row(state.rows, x, arm, feedback.reward, per_arm=not history),
+                               gram=state.gram + jnp.outer(x, x))
         if lazy_every == 1:
             return refit(params, state, t)
         now = (t < lazy_after) | ((t - 1) % lazy_every == 0)
         return jax.lax.cond(now, lambda s: refit(params, s, t), lambda s: s, state)
 
     def prepare(params, state, key, arms, mask):
-        return state if history else state._replace(x=arms.astype(jnp.float64))
+        return state if history else state._replace(rows=state.rows._replace(x=arms.astype(jnp.float64)))
 
     return Policy("logistic-ucb-1", init, act, update, max_horizon=spec.horizon if history else None,
                   prepare=prepare, requires=Requirements(fixed_arms=not history, reward_range=(0.0, 1.0)))
