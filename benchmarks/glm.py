@@ -19,6 +19,8 @@ warm-up of τ = 100 rounds) and uses λ = 1.
    chunk / second chunk. Targets: GLM-ES ≤ 1.2 (flat), ada-OFU-ECOLog ≤ 1.2 (flat), GLM-PHE > 1.5
    (grows with t: every past reward is re-perturbed each round). Logistic-UCB-1 is timed on its full
    history (grows with t) and on per-arm statistics (``logistic-ucb-1/arms``, flat).
+3. GLM-ES's solvers side by side: the paper's 100 gradient steps (``glm-es``) and the exact argmin by one
+   Hessian shared by the ensemble (``glm-es/ensemble-newton``, no NumPy counterpart).
 
 Threads: BLAS pools limited to one thread (unless already set); XLA keeps its default pool.
 """
@@ -47,6 +49,7 @@ POLICIES = {
     "glm-tsl": dict(a=1.0),
     "glm-fpl": dict(a=0.5),
     "glm-es": dict(m=10, sigma_r=0.1, warmup_rounds=100),
+    "glm-es/ensemble-newton": dict(m=10, sigma_r=0.1, warmup_rounds=100, solver="ensemble-newton"),
     "glm-phe": dict(a=0.5, solver="gd"),
     "logistic-ucb-1": {},
     "logistic-ucb-1/arms": dict(backend="arms"),

@@ -172,6 +172,7 @@ def test_elliptical_potential():
     assert 0.0 < total <= 2 * 6 * np.log((6 * 1.0 + 400) / (6 * 1.0))
 
 
+@pytest.mark.slow
 def test_lower_bound_instance_matches_the_exact_expectation():
     """Spec §6.2 item 7 at small scale: over 2000 trials of Theorem 5.1's instance (d = 3, T = 300, σ² = 4),
     the mean regret is within 3 standard errors of ``theory.ftrl_basis_regret``."""

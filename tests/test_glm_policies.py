@@ -168,6 +168,7 @@ def _samples_after(name: str, X: np.ndarray, y: np.ndarray, n: int, **hypers):
     return np.asarray(draws.theta), draws
 
 
+@pytest.mark.slow
 def test_tsl_sampler_moments_and_anticoncentration():
     """Spec 002 §6.1 items 4–5: mean θ̄ within 3 SE, covariance a² H⁻¹ within 5%, and
     P(xᵀ(θ̃ − θ̄) ≥ a‖x‖_{H⁻¹}) ∈ [0.150, 0.167] (= P(N(0,1) ≥ 1) = 0.1587)."""
@@ -185,6 +186,7 @@ def test_tsl_sampler_moments_and_anticoncentration():
     assert 0.150 <= hit <= 0.167, hit
 
 
+@pytest.mark.slow
 def test_fpl_aggregated_noise_has_the_law_of_per_observation_noise():
     """Spec 002 §6.1 item 6: GLM-FPL (per-arm a√N_k ξ_k) and GLM-PHE (one draw per observation) give θ̃
     with means within 3 SE and covariances within 10% (5,000 draws each), on a history of 10 pulls per
@@ -252,6 +254,7 @@ def test_phe_draws_t_perturbations_in_round_t_and_es_draws_m():
     assert np.all(np.asarray(run.state.rows.y)[T:] == 0)
 
 
+@pytest.mark.slow
 def test_identity_link_fpl_equals_tsl_in_law():
     """Spec 002 §6.1 item 7: identity link, λ → 0: FPL draws have mean θ̄ and covariance a² G⁻¹, like TSL."""
     a, lam = 0.5, 1e-8
@@ -380,6 +383,7 @@ def test_determinism_and_common_instances():
     np.testing.assert_array_equal(a.arms[:, :3], c.arms[:, :3])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["glm-tsl", "glm-fpl"])
 def test_informal_tsl_fpl_are_sublinear(name):
     """Statistical smoke test (fixed seeds): informal GLM-TSL/FPL on a K = 20, d = 4 logistic bandit: the
@@ -391,6 +395,7 @@ def test_informal_tsl_fpl_are_sublinear(name):
     assert res.final_regret.mean() - half < 0.5 * half
 
 
+@pytest.mark.slow
 def test_glm_es_beats_uniform():
     """Spec 003 §6.2 item 2: GLM-ES ≤ 0.25 × uniform on K = 10, d = 5, ‖θ*‖ = 3, T = 3000, τ = 100 round-robin."""
     env = nb.make_env("logistic", d=5, k=10, theta_norm=3.0, reward="gaussian", noise_std=0.5)

@@ -284,6 +284,7 @@ def _uniform_regret() -> float:
     return STAT_T * float(np.mean(gaps))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["logistic-ucb-1", "ada-ofu-ecolog"])
 def test_regret_beats_uniform(name):
     """K = 10, d = 5, ‖θ*‖ = 3, T = 1500, 5 seeds: mean final pseudo-regret ≤ ½ × uniform play's.

@@ -106,6 +106,7 @@ def low_noise_regret(name: str, floor: str) -> dict[float, float]:
     return regret
 
 
+@pytest.mark.slow
 def test_variance_awareness_at_small_scale():
     """Spec §6.5 item 16 at 3 seeds, T = 1000, β × 0.1: in the low-noise case MOR-UCB (σ̄ = 0.01) has below
     0.5 × the regret of the single layer (σ̄ = R)."""

@@ -29,11 +29,13 @@ def uniform_regret(env):
     ("greedy", {}), ("eps-greedy", {"epsilon": 0.05}), ("lin-ucb", {}), ("lin-ucb", {"width": "constant", "alpha": 0.5}),
     ("lin-ts", {}), ("lin-phe", {"sigma_r": 0.5}), ("lin-es", {"sigma_r": 0.5}),
 ])
+@pytest.mark.slow
 def test_beats_uniform_by_a_wide_margin(env, uniform_regret, name, hp):
     # Margin: ≤ 0.3 × uniform (measured ratios 0.02–0.2; uniform ≈ 1400 here, as in spec 003 §6.2.1).
     assert final(env, name, **hp).final_regret.mean() <= 0.3 * uniform_regret
 
 
+@pytest.mark.slow
 def test_lin_es_sublinear_and_competitive(env):
     # Spec 003 §6.2.1: m = 25, σ_R = 0.5, prior on; second-half increment ≤ 0.5 × first half, and
     # ≤ 1.5 × min(Lin-TS v = 0.5, Lin-UCB OFUL).

@@ -74,10 +74,9 @@ def test_closure_follows_imports_but_not_package_reexports():
     assert "nlbandit.report.build" not in closure
 
 
-def test_editing_one_policy_recomputes_its_runs_only(tmp_path):
+def test_editing_one_policy_recomputes_its_runs_only(tmp_path, experiment_file):
     src = _package_copy(tmp_path)
-    exp, db = tmp_path / "e.toml", tmp_path / "r.duckdb"
-    exp.write_text(EXPERIMENT)
+    exp, db = experiment_file(EXPERIMENT), tmp_path / "r.duckdb"
     assert _run(src, exp, db) == 3
     assert _run(src, exp, db) == 0  # unchanged code: every run reused
     glm = src / "nlbandit" / "policies" / "glm.py"

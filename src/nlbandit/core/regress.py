@@ -29,8 +29,7 @@ import numpy as np
 
 from nlbandit.core.keys import seed_keys
 from nlbandit.core.simulate import recorded_rounds
-from nlbandit.core.types import Learner
-from nlbandit.envs.streams import Stream
+from nlbandit.core.types import Learner, Stream
 
 METRICS = ("stochastic", "pseudo", "adversarial")
 UNITS = ("ell", "square")

@@ -173,3 +173,41 @@ class Learner(NamedTuple):
     init: Callable[[PyTree], PyTree]
     predict: Callable[[PyTree, PyTree, Array], Array]
     update: Callable[[PyTree, PyTree, Array, Array], PyTree]
+
+
+class StreamData(NamedTuple):
+    """One trial of a stream.
+
+    Attributes:
+      x: (T, d) features.
+      y: (T,) labels.
+      z_star: (T,) x_tᵀμ* (zeros when the stream has no μ*).
+      clipped: (T,) bool, the rounds whose label or label probability was clipped.
+    """
+
+    x: jax.Array
+    y: jax.Array
+    z_star: jax.Array
+    clipped: jax.Array
+
+
+class Stream(NamedTuple):
+    """An online-regression stream.
+
+    Attributes:
+      name: registry name.
+      d, horizon: feature dimension and trial length T.
+      link: the link φ of the model the labels follow (identity for the adversarial stream).
+      sample: ``sample(key) -> StreamData``.
+      has_truth: whether labels come from a true μ* (the stochastic regret (3.3) needs one).
+      feature_bound, param_bound: A ≥ ‖x_t‖ and B ≥ ‖μ*‖ (for the theory λ = 4A²K²/κ).
+    """
+
+    name: str
+    d: int
+    horizon: int
+    link: Any
+    sample: Callable[[jax.Array], StreamData]
+    has_truth: bool
+    feature_bound: float
+    param_bound: float

@@ -23,56 +23,17 @@ the lower-bound instance of Theorem 5.1, spec 000 §4.3).
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 import jax
 import jax.numpy as jnp
 
 from nlbandit.core.keys import normal
+from nlbandit.core.types import Stream, StreamData
 from nlbandit.envs.synthetic import sample_vectors
 from nlbandit.models.links import LINKS, Link
 
 FEATURES = ("sphere", "basis")
 NOISES = ("gaussian", "bounded")
 CLIPS = ("none", "label", "noise")
-
-
-class StreamData(NamedTuple):
-    """One trial of a stream.
-
-    Attributes:
-      x: (T, d) features.
-      y: (T,) labels.
-      z_star: (T,) x_tᵀμ* (zeros when the stream has no μ*).
-      clipped: (T,) bool, the rounds whose label or label probability was clipped.
-    """
-
-    x: jax.Array
-    y: jax.Array
-    z_star: jax.Array
-    clipped: jax.Array
-
-
-class Stream(NamedTuple):
-    """An online-regression stream.
-
-    Attributes:
-      name: registry name.
-      d, horizon: feature dimension and trial length T.
-      link: the link φ of the model the labels follow (identity for the adversarial stream).
-      sample: ``sample(key) -> StreamData``.
-      has_truth: whether labels come from a true μ* (the stochastic regret (3.3) needs one).
-      feature_bound, param_bound: A ≥ ‖x_t‖ and B ≥ ‖μ*‖ (for the theory λ = 4A²K²/κ).
-    """
-
-    name: str
-    d: int
-    horizon: int
-    link: Link
-    sample: Callable[[jax.Array], StreamData]
-    has_truth: bool
-    feature_bound: float
-    param_bound: float
 
 
 def _features(key, horizon: int, d: int, kind: str, a: float) -> jax.Array:

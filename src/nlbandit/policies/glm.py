@@ -252,6 +252,13 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
 
     The sample is θ̄ + a L⁻ᵀ ξ with H = L Lᵀ (Cholesky) and ξ ~ N(0, I_d) fresh every round (spec 002
     §2.2). ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
+
+    A property of the method, not of this implementation: when the features are so large that the link
+    saturates on every played arm (μ̇(xᵀθ̄) ≈ 0, e.g. features scaled by 10³), H ≈ λI, so the sample's
+    score noise a‖x‖_{H⁻¹} ≈ a‖x‖/√λ swamps the estimate and GLM-TSL plays almost at random. Measured (logistic
+    bandit, d = 5, K = 10, ‖θ*‖ = 2, T = 2,000, 5 seeds, defaults): regret 37.6 at scale 1 and 1058.6 at scale
+    10³, against uniform play's 641.4 and 1229.4, while GLM-UCB (33.2 → 3.4) and GLM-FPL (32.2 → 52.0),
+    whose exploration is on the mean and the rewards, still learn. Rescale the features or raise λ with them.
     """
     setup = glm_setup(spec, **options)
     link = LINKS[setup.link]

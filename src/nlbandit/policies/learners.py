@@ -11,8 +11,7 @@ from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.regress import METRICS, UNITS
-from nlbandit.core.types import Learner
-from nlbandit.envs.streams import Stream
+from nlbandit.core.types import Learner, Stream
 from nlbandit.models.ftrl import SOLVERS, ftrl
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import ftrl_lambda

@@ -1,0 +1,29 @@
+"""Shared test fixtures.
+
+* ``experiment_file``: writes an experiment file (dedented TOML text) into a fresh folder named after
+  its paper and returns its path, so that reports land in predictable places.
+
+The default suite skips tests marked ``slow`` (long statistical reproductions: a policy learns, beats
+uniform play, has sublinear regret, a sampler has the right law); run them with ``pytest -m slow``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+
+@pytest.fixture()
+def experiment_file(tmp_path: Path) -> Callable[..., Path]:
+    """``experiment_file(text, name="e", paper="paper") -> Path`` of the written TOML file."""
+
+    def write(text: str, name: str = "e", paper: str = "paper") -> Path:
+        path = tmp_path / paper / f"{name}.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
