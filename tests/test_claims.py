@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
+from nlbandit.experiments.claims import ClaimResult, _median_rank, evaluate_claim, t_quantile_975
+from nlbandit.experiments.spec import load_experiment
 from nlbandit.report.build import claim_verdict
-from nlbandit.report.claims import ClaimResult, evaluate_claim, t_quantile_975
 
 ROUNDS = np.array([50, 100])
 
@@ -22,9 +24,28 @@ def evaluate(check: str, final: dict[str, np.ndarray]):
     return evaluate_claim(check, curves_of(final), 100)
 
 
-@pytest.mark.parametrize("df", [1, 2, 5, 9, 29, 30, 31, 49, 100, 1000])
+@pytest.mark.parametrize("df", [1, 2, 5, 9, 29, 30, 31, 32, 49, 100, 1000, 10**6])
 def test_t_quantile_matches_scipy(df):
-    assert t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-4)
+    assert t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-7)
+
+
+@pytest.mark.parametrize("s", [*range(1, 41), 99, 500])
+def test_median_rank_is_the_95_percent_order_statistic(s):
+    # [d_(k), d_(s-k+1)] covers the median with probability 1 − 2 P(Bin(s, ½) ≤ k − 1) ≥ 95%, k the largest so.
+    k = _median_rank(s)
+    assert stats.binom.cdf(k - 1, s, 0.5) <= 0.025 < stats.binom.cdf(k, s, 0.5)
+    assert (k == 0) == (s <= 5)
+
+
+def test_paired_median_interval_and_too_few_seeds():
+    a = np.arange(10.0)
+    holds, trace = evaluate("paired('A', 'B', stat='median') < 0", {"A": a, "B": np.zeros(10)})
+    assert holds is False and trace[0][0].startswith("paired('A', 'B', stat='median') = 4.50 [1.00, 8.00]")
+    # Too few seeds for any 95% interval: unbounded, hence inconclusive rather than an error.
+    assert evaluate("paired('A', 'B', stat='median') < 0", {"A": a[:5] - 9, "B": np.zeros(5)})[0] is None
+    holds, trace = evaluate("paired('A', 'B') < 0", {"A": np.array([-5.0]), "B": np.zeros(1)})
+    assert holds is None and "[-inf, inf]" in trace[0][0]
+    assert evaluate("0 * paired('A', 'B') <= 0", {"A": np.array([-5.0]), "B": np.zeros(1)})[0] is True
 
 
 def test_paired_interval_is_sharp_where_unpaired_means_overlap():
@@ -54,7 +75,12 @@ def test_three_valued_comparisons_and_kleene_logic():
     assert evaluate("paired('A', 'B') + 10 > 0", final)[0] is True  # shifted interval
     assert evaluate("2 * paired('A', 'B') < -9", final)[0] is True  # scaled interval (mean −10)
     assert evaluate("-paired('A', 'B') > 0", final)[0] is True
-    assert evaluate("paired('A', 'B') <= -0.01 * regret('B')", final)[0] is True
+    assert evaluate("-2 * paired('A', 'C') > 30", final)[0] is False  # a negative factor swaps the bounds
+    assert evaluate("paired('A', 'B') / 5 < -0.9", final)[0] is True
+    assert evaluate("paired('A', 'B') <= -0.01 * regret('B')", final)[0] is True  # a ratio claim
+    assert evaluate("paired('A', 'C') <= -0.01 * regret('C')", final)[0] is None
+    assert evaluate("-10 < paired('A', 'B') < 0", final)[0] is True  # chained: both ends
+    assert evaluate("regret('A') < regret('C')", final)[0] in (True, False)  # ordinary comparisons: two-valued
     with pytest.raises(ConfigError, match="not a truth value"):
         evaluate("paired('A', 'B')", final)
 
@@ -66,15 +92,90 @@ def test_verdicts():
     assert [verdict(True, "pass"), verdict(False, "pass"), verdict(None, "pass")] == ["PASS", "FAIL", "INCONCLUSIVE"]
     assert verdict(False, "fail").startswith("fails, as documented") and verdict(True, "fail") == "UNEXPECTEDLY HOLDS"
     assert verdict(None, "fail") == "INCONCLUSIVE"
-    assert ClaimResult("c", "", "", "pass", None, []).ok and not ClaimResult("c", "", "", "pass", False, []).ok
+    ok = {(holds, expect): ClaimResult("c", "", "", expect, holds, []).ok
+          for holds in (True, False, None) for expect in ("pass", "fail")}
+    assert [k for k, v in ok.items() if not v] == [(True, "fail"), (False, "pass")]  # inconclusive is no failure
 
 
 @pytest.mark.parametrize("check, message", [
     ("10 ** 10 ** 10 > 0", "overflow"),
+    ("1e308 * 1e308 > 0", "overflow"),
+    ("paired('A', 'A') + 1e308 * 10 > 0", "overflow"),
+    ("1e309 > 0", "overflow"),
     ("+".join(["1"] * 20_001) + " > 0", "characters long"),
+    ("+".join(["1"] * 900) + " > 0", "nested 90[0-9] levels deep"),
     ("abs(" * 200 + "1" + ")" * 200 + " > 0", "nested"),
     ("-" * 500 + "1 > 0", "nested"),
+    ("regret('A')", "not a truth value"),
+    ("not regret('A')", "not a truth value"),
+    ("'a' * 1000000000 > 0", "needs numbers"),
+    ("min(paired('A', 'A'), 1) < 0", "needs numbers, got a paired"),
+    ("regret('A', t='A') > 0", "not supported"),
+    ("paired('A', 'A') == 0", "only be compared with"),
+    ("paired('A', 'A') / -1 < 0", "positive number"),
+    ("paired('A', 'A', stat='max') < 0", "stat must be"),
+    ("basis_regret(5, 10 ** 12, 1, 1) > 0", "at most 10,000,000"),
 ])
 def test_absurd_claims_are_clear_errors(check, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         evaluate(check, {"A": np.ones(3)})
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+TINY = """
+title = "tiny"
+horizon = 120
+seeds = 4
+
+[env]
+name = "linear"
+d = 3
+k = 4
+
+[[policies]]
+label = "ES"
+name = "lin-es"
+m = 4
+sigma_r = 0.5
+
+[[policies]]
+label = "U"
+name = "uniform"
+
+[[claims]]
+name = "nonnegative"
+text = "pseudo-regret is never negative"
+check = "regret('ES') >= 0 and regret('U') >= 0"
+kind = "sanity"
+
+[[claims]]
+name = "median-gap"
+text = "ES beats uniform on the median instance"
+check = "paired('ES', 'U', stat='median') < 0"
+"""
+
+
+def test_kinds_and_inconclusive_in_report_and_check(tmp_path, capsys):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    assert [c.kind for c in load_experiment(path).claims] == ["sanity", "paper"]
+    out = tmp_path / "rep"
+    # Four seeds are too few for a 95% interval on the median: INCONCLUSIVE, which does not fail `check`.
+    assert main(["check", str(path), "--db", str(tmp_path / "r.duckdb"), "--out", str(out), "--no-progress"]) == 0
+    assert "INCONCLUSIVE" in capsys.readouterr().out
+    md = (out / "tiny.md").read_text()
+    assert "| claim | kind | check | measured | result |" in md
+    sanity, paper = (line for line in md.splitlines() if line.startswith("| **"))
+    assert "| sanity |" in sanity and sanity.endswith("| PASS |")
+    assert "| paper |" in paper and "[-inf, inf]" in paper and paper.endswith("| INCONCLUSIVE |")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("stat='median') < 0", "stat='median') < 10 ** 10 ** 10", "claims\\[1\\] field 'check'.*overflow"),
+    ('kind = "sanity"', 'kind = "obvious"', "kind"),
+])
+def test_bad_claims_are_refused_when_the_file_loads(tmp_path, old, new, message):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY.replace(old, new))
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(path)

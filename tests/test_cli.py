@@ -1,6 +1,8 @@
-"""The CLI end to end on a tiny experiment: run → database → report → check; skip; resume after a kill."""
+"""The CLI end to end on a tiny experiment: run → database → report → check; skip; resume after a kill; a
+folder of experiments; ``list`` names every registered policy and environment."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,11 +124,19 @@ def test_resume_after_killed_run(tiny, tmp_path):
             np.testing.assert_array_equal(resumed[r.run_id].cum_regret, clean.cum_regret)
 
 
-def test_list_names_policies_and_envs(capsys):
+def test_list_names_every_registered_policy_and_env(capsys):
+    from nlbandit.envs.registry import ENVS
+    from nlbandit.policies.registry import POLICIES
+
     assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    for name in ("uniform", "greedy", "eps-greedy", "lin-ucb", "lin-ts", "lin-phe", "lin-es", "linear", "logistic"):
-        assert f"  {name} " in out
+    sections: dict[str, list[str]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if not line.startswith(" "):  # a section header: "policies (...):", "environments:", ...
+            current = sections.setdefault(line.split(" ")[0].rstrip(":"), [])
+        elif line[2] != " ":  # "  <name>  <doc>"; the hyperparameter line below it is indented further
+            current.append(line.split()[0])
+    assert sections["policies"] == list(POLICIES)
+    assert sections["environments"] == list(ENVS)
 
 
 def test_main_job_command_is_installed():
@@ -174,3 +184,55 @@ def test_growth_stuck_se_runtime_match_numpy(tiny, tmp_path):
     assert values["stuck('ES', threshold=0.3)"] == pytest.approx(np.mean(final - half > 0.3 * half))
     assert values["se('ES')"] == pytest.approx(final.std(ddof=1) / np.sqrt(final.size), rel=1e-12)
     assert values["runtime('ES')"] == pytest.approx(row.us_per_seed_round(), rel=1e-12)
+
+
+FOLDER_EXP = """
+horizon = 30
+seeds = 2
+record_points = {points}
+
+[env]
+name = "linear"
+d = 2
+k = 3
+
+[[policies]]
+label = "U"
+name = "uniform"
+
+[[claims]]
+name = "{claim}"
+check = "{check}"
+"""
+
+
+def test_check_a_folder(tmp_path, capsys):
+    # Every *.toml below the folder (sorted, recursively), each with its name, claims and wall time, then a
+    # summary of times and verdicts with the total; reports in <out>/<paper>/; exit 1 as a claim fails.
+    folder = tmp_path / "exps"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.toml").write_text(FOLDER_EXP.format(points=10, claim="nonnegative", check="regret('U') >= 0"))
+    b = folder / "sub" / "b.toml"  # another run (record_points), the same compiled program
+    b.write_text(FOLDER_EXP.format(points=20, claim="negative", check="regret('U') < 0"))
+    db, out = tmp_path / "r.duckdb", tmp_path / "rep"
+    argv = ["check", str(folder), "--db", str(db), "--out", str(out), "--no-progress"]
+    assert main(argv) == 1
+    text = capsys.readouterr().out
+    a = folder / "a.toml"
+    order = [f"== {a}\n", "PASS         nonnegative", f"{a}: ", f"== {b}\n", "FAIL         negative", f"{b}: "]
+    assert [text.index(s) for s in order] == sorted(text.index(s) for s in order), text
+    per_file = [float(m) for m in re.findall(r": (\d+\.\d) s wall time\n", text)]
+    summary = re.findall(r"\n(\S+) +(\d+\.\d)  (.*)", text[text.index("\nexperiment "):])
+    assert [(name, verdicts) for name, _, verdicts in summary] == [
+        (str(a), "1 PASS"), (str(b), "1 FAIL"), ("TOTAL", "wall time of 2 file(s)")]
+    assert len(per_file) == 2 and float(summary[-1][1]) >= sum(per_file) - 0.1
+    assert (out / "exps" / "a.md").is_file() and (out / "sub" / "b.md").is_file()
+    # All claims hold: exit 0 (the runs are in the database already; nothing is simulated again).
+    b.write_text(FOLDER_EXP.format(points=20, claim="nonnegative", check="regret('U') >= 0"))
+    assert main(argv) == 0
+    assert "run(s) already in" in capsys.readouterr().err
+    # One invalid file anywhere: exit 2 before anything is simulated (no database is created).
+    (folder / "z.toml").write_text("horizon = 0")
+    fresh = tmp_path / "fresh.duckdb"
+    assert main(["check", str(folder), "--db", str(fresh), "--out", str(out), "--no-progress"]) == 2
+    assert "z.toml" in capsys.readouterr().err and not fresh.exists()

@@ -4,11 +4,16 @@
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
-  FILE may be a folder: every ``*.toml`` below it is validated first, then run in turn, and a summary of
-  minutes and verdicts per file ends with the total time.
+  FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then run in
+  turn with the same options (reports in ``<out>/<paper>/``), and a summary of wall times and verdicts per
+  file ends with the total wall time.
 * ``nlbandit results [list|prune]``: the stored runs and whether the code that computed them is current;
   ``prune`` deletes the stale ones.
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
+
+Bad input (arguments, experiment files, the results database, report folders) is refused before anything
+is simulated, with one line ``error: ...`` on stderr and exit status 2 (3 when another process holds the
+database).
 """
 
 from __future__ import annotations
@@ -25,8 +30,17 @@ from nlbandit.core.hyper import ConfigError
 DEFAULT_DB = "results/nlbandit.duckdb"
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are a :class:`ConfigError` (one line, exit status 2) instead of the
+    usage text and ``SystemExit``."""
+
+    def error(self, message: str):
+        """Raise ``message`` (argparse's description of the bad argument) as a :class:`ConfigError`."""
+        raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nlbandit", description="Nonlinear contextual bandits: run, report, check.")
+    p = _Parser(prog="nlbandit", description="Nonlinear contextual bandits: run, report, check.")
     sub = p.add_subparsers(dest="command", required=True)
     for name, text in (("run", "simulate missing runs, print the table, write the report"),
                        ("report", "write the report (running what is missing)"),
@@ -87,12 +101,17 @@ def _list(what: str | None) -> None:
 def _results(action: str, db: Path) -> int:
     """``nlbandit results [list|prune]``: the stored runs, current or stale (:mod:`nlbandit.experiments.results`)."""
     from nlbandit.experiments.results import annotated_runs, prune_stale
-    from nlbandit.store import Store
+    from nlbandit.store import Store, StoreBusyError, StoreError
 
     if not db.is_file():
         print(f"error: no results database at {db}", file=sys.stderr)
         return 2
-    with Store(db) as store:
+    try:
+        store = Store(db)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3 if isinstance(e, StoreBusyError) else 2
+    with store:
         if action == "prune":
             gone = prune_stale(store)
             print(f"pruned {len(gone)} stale run(s) from {db}; {len(store.index())} current run(s) kept")
@@ -109,8 +128,13 @@ def _results(action: str, db: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``nlbandit`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
+    that does not hold; 2 on bad input, with one line ``error: ...`` on stderr; 3 when the database is busy)."""
+    try:
+        args = _parser().parse_args(argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.command == "list":
         _list(args.what)
         return 0
@@ -121,44 +145,90 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
-        files = sorted(args.file.rglob("*.toml")) if args.file.is_dir() else [args.file]
-        if not files:
-            raise ConfigError(f"{args.file}: the folder holds no experiment file (*.toml)")
+        files = _experiment_files(args.file)
         experiments = [(f, load_experiment(f, args.scale, args.seeds)) for f in files]  # all valid before any runs
-    except (ConfigError, FileNotFoundError) as e:
+        outs = [_report_dir(args, exp) for _, exp in experiments]
+        _check_reports(experiments, outs)
+    except (ConfigError, OSError) as e:  # OSError: a path that cannot even be inspected (no permission)
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    from nlbandit.store import Store, StoreBusyError
+    from nlbandit.store import Store, StoreBusyError, StoreError
 
     try:
         store = Store(args.db)
-    except StoreBusyError as e:
+    except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 3
+        return 3 if isinstance(e, StoreBusyError) else 2
     status, summary, start = 0, [], time.perf_counter()
     with store:
-        for path, exp in experiments:
+        for (path, exp), out in zip(experiments, outs):
             t0 = time.perf_counter()
-            code, verdicts = _run_one(args, path, exp, store)
+            code, verdicts = _run_one(args, path, exp, store, out)
+            seconds = time.perf_counter() - t0
+            print(f"{path}: {seconds:.1f} s wall time", flush=True)
             status = max(status, code)
-            summary.append((path, time.perf_counter() - t0, verdicts))
-    if len(experiments) > 1:
-        print(f"\n{'experiment':<48} {'minutes':>8}  claims")
+            summary.append((path, seconds, verdicts))
+    if args.file.is_dir():
+        width = max(len(str(path)) for path, _, _ in summary) + 2
+        print(f"\n{'experiment':<{width}} {'wall s':>9}  claims")
         for path, seconds, verdicts in summary:
             counts = ", ".join(f"{n} {v}" for v, n in sorted(Counter(verdicts).items())) or "none"
-            print(f"{str(path):<48} {seconds / 60:>8.2f}  {counts}")
-        print(f"{'total':<48} {(time.perf_counter() - start) / 60:>8.2f}")
+            print(f"{str(path):<{width}} {seconds:>9.1f}  {counts}")
+        print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s)")
     return status
 
 
-def _run_one(args, path: Path, exp, store) -> tuple[int, list[str]]:
-    """Run, report and (for ``check``) judge one experiment; return (exit status, claim verdicts)."""
+def _experiment_files(path: Path) -> list[Path]:
+    """``[path]``, or every ``*.toml`` file below the folder ``path`` (recursively, sorted)."""
+    if not path.is_dir():
+        return [path]
+    try:
+        files = sorted(path.rglob("*.toml"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot list the folder: {e.strerror or e}") from None
+    if not files:
+        raise ConfigError(f"{path}: the folder holds no experiment file (*.toml)")
+    return files
+
+
+def _report_dir(args: argparse.Namespace, exp) -> Path:
+    """Where the report of ``exp`` goes: ``--out`` (``<out>/<paper>`` when FILE is a folder), else
+    ``reports/<paper>``."""
+    if args.out is None:
+        return Path("reports") / exp.paper
+    return args.out / exp.paper if args.file.is_dir() else args.out
+
+
+def _check_reports(experiments: list, outs: list[Path]) -> None:
+    """Refuse, before anything is simulated, a report folder that is a file, lies below a file or is not
+    writable, report files (``<name>.md``, ``<name>.png``) that exist as something else than files, and two
+    experiments writing the same report."""
+    written: dict[Path, Path] = {}
+    for (path, exp), out in zip(experiments, outs):
+        existing = out
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"report folder {out}: {existing} is an existing file, not a folder (pass --out a "
+                              "folder)")
+        if not os.access(existing, os.W_OK):
+            raise ConfigError(f"report folder {out}: {existing} is not writable (pass --out another folder)")
+        for report in (out / f"{exp.name}.md", out / f"{exp.name}.png"):
+            if report.exists() and not report.is_file():
+                raise ConfigError(f"report {report} exists and is not a file")
+        if out / exp.name in written:
+            raise ConfigError(f"{written[out / exp.name]} and {path} both write the report {out / exp.name}.md; give "
+                              "them distinct 'name' or 'paper' fields")
+        written[out / exp.name] = path
+
+
+def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
+    """Run, report into ``out`` and (for ``check``) judge one experiment; return (exit status, claim
+    verdicts)."""
     from nlbandit.experiments.runner import run_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
-    out = args.out / exp.paper if args.out is not None and args.file.is_dir() else args.out
-    out = out or Path("reports") / exp.paper
     command = f"nlbandit report {path} --scale {args.scale}" + (
         f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
     log = (lambda msg: print(msg, file=sys.stderr))

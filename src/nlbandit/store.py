@@ -15,7 +15,10 @@ half of a run. A run's results and the removal of its batch's checkpoint commit 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +40,67 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
-class StoreBusyError(RuntimeError):
+class StoreError(RuntimeError):
+    """The results database cannot be used: not a DuckDB file, another program's tables, or not writable."""
+
+
+class StoreBusyError(StoreError):
     """The results database is locked by another process."""
+
+
+def _columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
+    """The (name, type) columns of every table of ``con``'s database, by table name."""
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_catalog ="
+        " current_database() AND table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, column, dtype in rows:
+        tables.setdefault(table, []).append((column, dtype))
+    return tables
+
+
+@functools.cache
+def _expected_columns() -> dict[str, list[tuple[str, str]]]:
+    """The columns :data:`_SCHEMA` creates (read from an in-memory database)."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(_SCHEMA)
+        return _columns(con)
+    finally:
+        con.close()
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write ``path`` and its mode is not read-only (a file or folder marked
+    read-only is left alone even by root, whom ``os.access`` always allows)."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+
+
+def _check_path(path: Path) -> None:
+    """Refuse, before DuckDB opens it, a database path that is not a regular file (a folder; a FIFO would
+    block), an empty or read-only file, or one whose folder is a file or read-only (DuckDB writes the
+    database and its ``.wal`` file there); an ``OSError`` when the path cannot be inspected."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise StoreError(f"results database {path} is {kind}; expected a DuckDB file (pass another --db)")
+        if info.st_size == 0:
+            raise StoreError(f"results database {path} is an empty file (0 bytes), not a DuckDB database; delete "
+                             "it or pass another --db")
+        if not _writable(path):
+            raise StoreError(f"results database {path} is read-only; make it writable or pass another --db")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StoreError(f"results database {path}: {folder} is a file, not a folder")
+    if not _writable(folder):
+        raise StoreError(f"results database {path}: folder {folder} is read-only (DuckDB writes the database and "
+                         "its .wal file there); pass another --db")
 
 
 @dataclass
@@ -66,19 +128,46 @@ class StoredRun:
 
 
 class Store:
-    """A DuckDB results file (created with its parent folder on first use)."""
+    """A DuckDB results file (created with its parent folder on first use).
+
+    Raises:
+      StoreBusyError: when another process holds the database.
+      StoreError: naming the path and the problem when it cannot be used (:func:`_check_path`, not a
+        DuckDB database, or a DuckDB database with other tables).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            _check_path(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = duckdb.connect(str(self.path))
-        except duckdb.IOException as e:
-            if "lock" not in str(e).lower():
-                raise
-            raise StoreBusyError(f"results database {self.path} is in use by another process (one writer at a time; "
-                                 f"wait for it or pass another --db): {e}") from None
-        self.con.execute(_SCHEMA)
+        except OSError as e:  # a symlink loop, a path through a file, no permission
+            raise StoreError(f"results database {self.path}: {e}") from None
+        except duckdb.Error as e:
+            message = str(e).splitlines()[0]
+            if isinstance(e, duckdb.IOException) and "lock" in message.lower():
+                raise StoreBusyError(f"results database {self.path} is in use by another process (one writer at a "
+                                     f"time; wait for it or pass another --db): {message}") from None
+            raise StoreError(f"results database {self.path} cannot be opened ({message}); pass another --db") from None
+        try:
+            self._check_schema()
+            self.con.execute(_SCHEMA)
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _check_schema(self) -> None:
+        """Refuse a database that is not nlbandit's: one of its tables with other columns, or only other tables."""
+        found, expected = _columns(self.con), _expected_columns()
+        for table, columns in expected.items():
+            if table in found and found[table] != columns:
+                raise StoreError(f"results database {self.path} has a table '{table}' with columns "
+                                 f"({', '.join(c for c, _ in found[table])}), not nlbandit's ("
+                                 f"{', '.join(c for c, _ in columns)}); pass another --db")
+        if found and not set(found) & set(expected):
+            raise StoreError(f"results database {self.path} holds other tables ({', '.join(sorted(found))}), not "
+                             "nlbandit results; pass another --db")
 
     def close(self) -> None:
         """Close the database."""

@@ -223,19 +223,50 @@ def simulate(
       A :class:`SimResult`.
 
     Raises:
-      ValueError: if ``horizon`` < 1, there are no seeds, or the policy cannot run on the environment
-        (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level, rewards).
+      ValueError: naming the argument, before anything is computed: ``horizon`` not an integer in
+        [1, 2³¹ − 1]; ``seeds`` empty, not integers in [0, 2³² − 1] or not distinct; ``chunk_size`` or
+        ``max_points`` not an integer >= 1; with ``grid=True``, ``params`` leaves without one common
+        leading length G >= 1; ``resume`` from a call with other shapes; or the policy cannot run on the
+        environment (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level,
+        rewards). After a chunk, when a round had no available arm or a non-finite mean or reward.
     """
-    if horizon < 1:
-        raise ValueError(f"horizon must be an integer >= 1, got {horizon}")
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+    if not integer(horizon) or not 1 <= horizon <= 2**31 - 1:
+        raise ValueError(f"horizon must be an integer in [1, 2**31 - 1] (the engine's int32 rounds), got {horizon!r}")
+    for name, value in (("chunk_size", chunk_size), ("max_points", max_points)):
+        if not integer(value) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     check_compatible(policy, env, policy.spec, horizon)
-    seeds = jnp.asarray(np.asarray(seeds, dtype=np.uint32))
-    n_seeds = int(seeds.shape[0])
-    if n_seeds < 1:
+    try:
+        seed_list = list(np.asarray(seeds).tolist() if isinstance(seeds, (np.ndarray, jax.Array)) else seeds)
+    except TypeError:  # a single number
+        raise ValueError(f"seeds must be a sequence of integers, got {seeds!r}") from None
+    bad = [s for s in seed_list if not integer(s) or not 0 <= s <= 2**32 - 1]
+    if bad:
+        raise ValueError(f"seeds must be integers in [0, 2**32 - 1], got {bad[0]!r}")
+    if not seed_list:
         raise ValueError("seeds must contain at least one seed")
+    unique, counts = np.unique(np.asarray(seed_list, dtype=np.uint32), return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"seeds must be distinct, got {unique[counts > 1].tolist()} more than once")
+    seeds = jnp.asarray(np.asarray(seed_list, dtype=np.uint32))
+    n_seeds = len(seed_list)
+    leaves = jax.tree.leaves(params)
+    lengths = {np.shape(a)[0] if np.ndim(a) else 0 for a in leaves}
+    if grid and (not leaves or len(lengths) > 1 or 0 in lengths):
+        raise ValueError("params: grid=True needs every leaf to have the same leading grid length G >= 1, got leaf "
+                         f"shapes {[np.shape(a) for a in leaves]}")
+    batch = (lengths.pop(), n_seeds) if grid else (n_seeds,)
+    if resume is not None and (np.shape(resume.arms) != batch + (horizon,) or np.shape(resume.cum_regret)
+                               != batch + recorded_rounds(horizon, max_points).shape):
+        raise ValueError(f"resume: the progress has arms of shape {np.shape(resume.arms)} (grid points × seeds × "
+                         f"rounds), but this call needs {batch + (horizon,)}, with {max_points} max_points: resume "
+                         "only with the arguments of the call that saved it")
     keys = jax.vmap(seed_keys)(seeds)
     programs = _programs(env, policy, grid)
-    batch = (int(jax.tree.leaves(params)[0].shape[0]), n_seeds) if grid else (n_seeds,)
 
     t0 = time.perf_counter()
     env_states = programs.reset(keys.env_reset)
@@ -276,6 +307,12 @@ def simulate(
         c0 = time.perf_counter()
         states, (regret, reward, arm) = programs.chunks[signature](params, keys, env_states, states, ts)
         regret, reward, arm = jax.device_get((regret, reward, arm))
+        finite = np.isfinite(regret) & np.isfinite(reward)  # checked on the host, after the chunk
+        if not finite.all():
+            at = tuple(np.argwhere(~finite)[0])  # (grid point,) seed, round in the chunk
+            raise ValueError(f"seed {seed_list[at[-2]]}" + (f" (grid point {at[0]})" if grid else "") + f", round "
+                             f"{prog.t_done + at[-1] + 1}: regret {regret[at]}, reward {reward[at]}: the environment "
+                             "offered no available arm (an all-false mask), or gave a non-finite mean or reward")
         elapsed = time.perf_counter() - c0
         prog.run_s += elapsed
         prog.chunk_seconds.append(elapsed)

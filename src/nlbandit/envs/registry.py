@@ -95,6 +95,31 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
     values = resolve_named(entry, config, where)
+    # Rewards and regret must stay finite: per round |xᵀθ*| ≤ ‖x‖‖θ*‖, plus the noise, summed over up to 2³¹
+    # rounds (the engine's limit) must stay far below float64's maximum 1.8e308 (policies square rewards too).
+    root_d = math.sqrt(values["d"])  # ‖v‖ ≤ 1 on the sphere and in the cube, ≤ √d in the box, and for N(0, I_d)
+    norm = {"sphere": 1.0, "cube": 1.0, "box": root_d, "gaussian": root_d + 10.0}  # ≤ √d + 10 w.p. 1 − e⁻⁵⁰
+    if values.get("arm_set"):
+        arm_field, x_norm = "arm_set", max(math.hypot(*row) for row in values["arm_set"])
+    else:
+        arm_field, x_norm = "arms", norm[values["arms"]]
+    if values.get("theta_star"):
+        theta_field, theta_bound = "theta_star", math.hypot(*values["theta_star"])
+    elif values.get("theta_norm"):
+        theta_field, theta_bound = "theta_norm", values["theta_norm"]
+    else:  # θ* ~ N(0, v I) has v ≤ 3
+        theta_field, theta_bound = "theta", norm[values["theta"]] * (math.sqrt(3) if values.get("theta_var") else 1)
+    if entry.name == "heteroscedastic":
+        noise_field, noise = "sigma_high", values["sigma_high"]
+    else:  # float32 normal draws are below 10 in magnitude
+        noise_field, noise = "noise_std", 10 * values["noise_std"]
+    per_round = x_norm * theta_bound + noise
+    if per_round * 2**31 > 1e100:
+        sizes = {arm_field: x_norm, theta_field: theta_bound, noise_field: noise}
+        raise ConfigError(f"{where}: field '{max(sizes, key=sizes.get)}' makes rewards too large: |xᵀθ*| + noise "
+                          f"can reach {per_round:.3g} per round (‖x‖ ≤ {x_norm:.3g}, ‖θ*‖ ≤ {theta_bound:.3g}, noise "
+                          f"≤ {noise:.3g}); summed over up to 2³¹ rounds that must stay below 1e100, far from "
+                          "float64's maximum 1.8e308")
     if entry.name == "heteroscedastic":
         if values["sigma_low"] > values["sigma_high"]:
             raise ConfigError(f"{where}: field 'sigma_low' = {values['sigma_low']:g} must be <= sigma_high = "

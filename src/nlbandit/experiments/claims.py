@@ -23,18 +23,31 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   lam)``, FTRL's exact expected regret on Theorem 5.1's instance; ``mean_field(d, T, sigma2, lam)``, its
   mean-field approximation with sphere features; ``ftrl_bound(d, T, sigma2, delta)``, Theorem 4.1's
   bound (identity link; Zhao, Zhou, He & Gu 2023);
-* ``paired(a, b, t=None, **case)``: the paired difference regret(a) − regret(b) at round t, seed by seed
-  (both series see the same instances and noise: common random numbers), as an *interval*: its mean
-  and 95% confidence interval (Student t with S − 1 degrees of freedom). A comparison of an interval with
-  a number is three-valued: ``paired('A', 'B') < 0`` is true when the whole interval lies below 0, false
-  when none of it does, and *undetermined* when the interval straddles 0 (the seeds cannot resolve the
-  ordering). Intervals can be shifted by a number, scaled by a number, and divided by a positive one;
-  ``and``/``or``/``not`` follow Kleene's three-valued logic. A claim whose value is undetermined is
-  INCONCLUSIVE, a verdict of its own beside pass and fail;
+* ``paired(a, b, t=None, stat='mean', **case)``: the paired difference regret(a) − regret(b) at round t,
+  seed by seed (both series see the same instances and noise: common random numbers, so the
+  instance-to-instance spread cancels), as an *interval*: its mean and 95% confidence interval (Student t
+  with S − 1 degrees of freedom; ``stat='median'``: the median and the distribution-free interval between
+  two order statistics). A comparison of an interval with a number is three-valued:
+  ``paired('A', 'B') < 0`` is true when the whole interval lies below 0, false when none of it does, and
+  *undetermined* when the interval straddles 0 (the seeds cannot resolve the ordering); likewise ``<=``,
+  ``>``, ``>=`` (``==`` and ``!=`` are refused). An interval can be shifted by a number, multiplied by one
+  (a negative factor swaps its bounds) and divided by a positive one, so a ratio claim reads
+  ``paired('A', 'B') <= 0.2 * regret('B')``; two intervals never combine. Report traces show each call as
+  ``paired('A', 'B') = mean [lo, hi]``;
 * ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
 
-Expressions are limited to 2,000 characters and 60 levels of nesting, and arithmetic that overflows is
-an error, so a malformed claim fails when its file is loaded, with a message.
+A claim's value is a truth: True, False, or undetermined (None). Ordinary comparisons are two-valued;
+``and``/``or``/``not`` follow Kleene's three-valued logic (``None and False`` is False, ``None or True``
+is True, otherwise an undetermined operand leaves the result undetermined). ``nlbandit check`` reports
+PASS / FAIL for a claim declared ``expect = "pass"``, "fails, as documented" / UNEXPECTEDLY HOLDS for
+``expect = "fail"``, and INCONCLUSIVE for an undetermined one, which does not fail the check. A claim's
+``kind`` says what a verdict means (:data:`KINDS`): ``paper`` (a statement of the paper or its spec, on
+the margin it justifies), ``regression`` (a threshold fitted to the implementation's measurements) or
+``sanity`` (true by construction).
+
+Expressions are limited to 2,000 characters and 60 levels of nesting, arithmetic that overflows
+(``10 ** 10 ** 10``, ``1e308 * 1e308``) is an error, and so is a value that is not a truth, so a
+malformed claim fails when its file is loaded, with a one-line message, before anything is simulated.
 
 ``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
 ``regret('Lin-ES') <= 1.5 * min(regret('Lin-TS'), regret('Lin-UCB'))``.
@@ -60,6 +73,7 @@ _THEORY = {"l": (anytime_constant, 2), "basis_regret": (ftrl_basis_regret, 4),
            "mean_field": (ftrl_mean_field_regret, 4), "ftrl_bound": (ftrl_regret_bound, 4)}
 _INTEGER_ARGS = {"basis_regret": (0, 1), "mean_field": (0, 1), "ftrl_bound": (0, 1)}  # d and T
 
+
 def _divide(a: float, b: float) -> float:
     """a / b in IEEE arithmetic (x/0 = ±inf, 0/0 = nan) rather than an exception."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -82,15 +96,28 @@ Z975 = 1.959963984540054
 
 def t_quantile_975(df: int) -> float:
     """The 97.5% quantile of Student's t with ``df`` ≥ 1 degrees of freedom: a table up to 30, beyond it
-    the Cornish–Fisher expansion z + (z³ + z)/(4ν) + (5z⁵ + 16z³ + 3z)/(96ν²) (error below 1e-4)."""
+    the Cornish–Fisher expansion z + g₁/ν + g₂/ν² + g₃/ν³ + g₄/ν⁴ about the normal quantile z (Abramowitz &
+    Stegun 26.7.5; error below 1e-7 for ν > 30)."""
     if df <= len(_T975):
         return _T975[df - 1]
     z = Z975
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * df**4))
+
+
+def _median_rank(s: int) -> int:
+    """The largest k with P(Bin(s, ½) ≤ k − 1) ≤ 2.5%: the order statistics [d₍ₖ₎, d₍ₛ₋ₖ₊₁₎] of s
+    differences cover their median with probability at least 95% (0: no pair does, s ≤ 5)."""
+    k, cdf = 0, 2.0**-s  # cdf = P(Bin(s, ½) ≤ k)
+    while cdf <= 0.025:
+        k += 1
+        cdf += math.comb(s, k) / 2**s
+    return k
 
 
 class Interval(NamedTuple):
-    """A paired difference: its mean over seeds and the bounds of its 95% confidence interval."""
+    """A paired difference: its mean (or median) over seeds and the bounds of its 95% confidence interval."""
 
     mean: float
     lo: float
@@ -99,6 +126,40 @@ class Interval(NamedTuple):
     def text(self) -> str:
         """``mean [lo, hi]`` for reports."""
         return f"{self.mean:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
+
+
+def paired_interval(diff: np.ndarray, stat: str = "mean") -> Interval:
+    """The mean of the per-seed differences ``diff`` with its 95% confidence interval (Student t with S − 1
+    degrees of freedom), or with ``stat='median'`` their median with the distribution-free interval between
+    two order statistics. Unbounded when the seeds are too few for any (one seed; five for the median)."""
+    if stat == "mean":
+        centre = float(diff.mean())
+        if diff.size < 2:
+            return Interval(centre, -math.inf, math.inf)
+        half = t_quantile_975(diff.size - 1) * float(np.std(diff, ddof=1)) / math.sqrt(diff.size)
+        return Interval(centre, centre - half, centre + half)
+    k, ordered = _median_rank(diff.size), np.sort(diff)
+    if k == 0:
+        return Interval(float(np.median(diff)), -math.inf, math.inf)
+    return Interval(float(np.median(diff)), float(ordered[k - 1]), float(ordered[diff.size - k]))
+
+
+def _number(value, what: str, interval: bool = False):
+    """``value`` if it is a number (or, with ``interval``, an :class:`Interval`); a ConfigError otherwise."""
+    if (interval and isinstance(value, Interval)) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    kind = "a paired() interval" if isinstance(value, Interval) else repr(value)
+    raise ConfigError(f"{what} needs numbers, got {kind}")
+
+
+def _finite(result, *operands):
+    """``result``; OverflowError where finite operands gave a non-finite number (``1e308 * 1e308``)."""
+    def values(x):
+        return x if isinstance(x, Interval) else (x,)
+
+    if all(math.isfinite(v) for x in operands for v in values(x)) and not all(map(math.isfinite, values(result))):
+        raise OverflowError
+    return result
 
 
 def _shift(a, b, sign: float):
@@ -111,35 +172,43 @@ def _shift(a, b, sign: float):
     if isinstance(a, Interval):
         if isinstance(b, Interval):
             raise ConfigError("two paired() intervals cannot be added; compare each with a number")
-        return Interval(a.mean + b, a.lo + b, a.hi + b)
-    return a + b
+        return _finite(Interval(a.mean + b, a.lo + b, a.hi + b), a, b)
+    return _finite(a + b, a, b)
 
 
 def _scale(a, b):
-    """a·b where at most one is an :class:`Interval`."""
+    """a·b where at most one is an :class:`Interval` (a negative factor swaps its bounds; 0 gives [0, 0])."""
     if isinstance(b, Interval):
         a, b = b, a
     if isinstance(a, Interval):
         if isinstance(b, Interval):
             raise ConfigError("two paired() intervals cannot be multiplied")
-        return Interval(a.mean * b, *sorted((a.lo * b, a.hi * b)))
-    return a * b
+        if b == 0:
+            return Interval(0.0, 0.0, 0.0)
+        return _finite(Interval(a.mean * b, *sorted((a.lo * b, a.hi * b))), a, b)
+    return _finite(a * b, a, b)
 
 
 def _div(a, b):
+    """a / b: IEEE for numbers (x/0 = ±inf, 0/0 = nan); an :class:`Interval` only by a positive number."""
     if isinstance(b, Interval):
         raise ConfigError("a paired() interval cannot be a divisor")
     if isinstance(a, Interval):
         if not b > 0:
             raise ConfigError("a paired() interval can only be divided by a positive number")
-        return Interval(a.mean / b, a.lo / b, a.hi / b)
-    return _divide(a, b)
+        return _finite(Interval(a.mean / b, a.lo / b, a.hi / b), a, b)
+    return _divide(a, b) if b == 0 else _finite(_divide(a, b), a, b)
 
 
 def _pow(a, b):
+    """a ** b in floats (an overflow raises OverflowError instead of growing a huge integer); nan for a
+    negative base with a fractional exponent, inf for 0 to a negative power."""
     if isinstance(a, Interval) or isinstance(b, Interval):
         raise ConfigError("a paired() interval cannot be raised to a power")
-    return float(a) ** float(b)  # floats: overflows raise instead of growing without bound
+    try:
+        return math.pow(a, b)
+    except ValueError:
+        return math.inf if a == 0 else math.nan
 
 
 _BINOPS = {ast.Add: lambda a, b: _shift(a, b, 1.0), ast.Sub: lambda a, b: _shift(a, b, -1.0), ast.Mult: _scale,
@@ -159,25 +228,29 @@ def _compare(op, left, right) -> bool | None:
         raise ConfigError("two paired() intervals cannot be compared with each other")
     fn = _CMPOPS[type(op)]
     if isinstance(left, Interval):
-        outcomes = {fn(left.lo, right), fn(left.hi, right)}
+        outcomes = {bool(fn(left.lo, right)), bool(fn(left.hi, right))}
     else:
-        outcomes = {fn(left, right.lo), fn(left, right.hi)}
+        outcomes = {bool(fn(left, right.lo)), bool(fn(left, right.hi))}
     return outcomes.pop() if len(outcomes) == 1 else None
 
 
 def _kleene_and(values: list[bool | None]) -> bool | None:
+    """Kleene's three-valued conjunction: False if any is False, else None if any is undetermined."""
     if any(v is False for v in values):
         return False
     return None if any(v is None for v in values) else True
 
 
 def _kleene_or(values: list[bool | None]) -> bool | None:
+    """Kleene's three-valued disjunction: True if any is True, else None if any is undetermined."""
     if any(v is True for v in values):
         return True
     return None if any(v is None for v in values) else False
 
 
 MAX_CHARS, MAX_DEPTH = 2000, 60
+MAX_TERMS = 10_000_000
+"""basis_regret(d, T, ...) sums d + T terms in Python: bounded, so that a claim cannot stall validation."""
 
 
 def value_at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray:
@@ -200,15 +273,18 @@ class _Evaluator:
         if isinstance(node, ast.Expression):
             return self(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            if isinstance(node.value, float) and not math.isfinite(node.value):
+                raise OverflowError  # a literal such as 1e309
             return node.value
         if isinstance(node, ast.Name) and node.id == "T":
             return self.horizon
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](self(node.left), self(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-            v = self(node.operand)
-            if isinstance(node.op, ast.USub):
-                return _scale(v, -1.0)
+            a, b = (_number(self(x), f"{ast.unparse(node)!r}", interval=True) for x in (node.left, node.right))
+            return _BINOPS[type(node.op)](a, b)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return _scale(_number(self(node.operand), f"{ast.unparse(node)!r}", interval=True), -1.0)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            v = self._truth(self(node.operand))
             return None if v is None else not v
         if isinstance(node, ast.BoolOp):
             values = [self._truth(self(v)) for v in node.values]
@@ -226,30 +302,34 @@ class _Evaluator:
 
     @staticmethod
     def _truth(value) -> bool | None:
+        """``value`` as a three-valued truth (None: undetermined); a ConfigError unless it is one."""
+        if value is None or isinstance(value, bool):
+            return value
         if isinstance(value, Interval):
             raise ConfigError("a paired() interval is not a truth value; compare it with a number")
-        return None if value is None else bool(value)
+        raise ConfigError(f"{value!r} is not a truth value; a claim is a comparison such as regret('A') <= 100")
 
     def _call(self, node: ast.Call) -> float:
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
         if name == "paired" and len(args) == 2 and all(isinstance(a, str) for a in args):
-            t = kwargs.pop("t", None)
+            t, stat = kwargs.pop("t", None), kwargs.pop("stat", "mean")
+            if stat not in ("mean", "median"):
+                raise ConfigError(f"{ast.unparse(node)}: stat must be 'mean' or 'median'")
             rounds_a, cum_a, _ = self.curves(args[0], kwargs)
             rounds_b, cum_b, _ = self.curves(args[1], kwargs)
-            diff = value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t)
-            if diff.size < 2:
-                raise ConfigError(f"{ast.unparse(node)}: a paired interval needs at least 2 seeds")
-            half = t_quantile_975(diff.size - 1) * float(np.std(diff, ddof=1)) / math.sqrt(diff.size)
-            value = Interval(float(diff.mean()), float(diff.mean()) - half, float(diff.mean()) + half)
+            value = paired_interval(value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t), stat)
             self.trace.append((f"{ast.unparse(node)} = {value.text()} (95% CI)", value.mean))
             return value
         if name in ("min", "max", "abs", "sqrt") and not kwargs and args:
+            args = [_number(a, f"{ast.unparse(node)!r}") for a in args]
             return {"min": min, "max": max, "abs": abs, "sqrt": _sqrt}[name](*args)
         if name in _THEORY and len(args) == _THEORY[name][1] and not kwargs:
             fn, _ = _THEORY[name]
             ints = _INTEGER_ARGS.get(name, ())
+            if name == "basis_regret" and sum(_number(a, f"{ast.unparse(node)!r}") for a in args[:2]) > MAX_TERMS:
+                raise ConfigError(f"{ast.unparse(node)}: sums d + T terms; at most {MAX_TERMS:,} are allowed")
             try:
                 value = fn(*(int(a) if i in ints and float(a).is_integer() else float(a) for i, a in enumerate(args)))
             except (TypeError, ValueError) as e:
@@ -372,8 +452,12 @@ def evaluate_claim(check: str, curves: Curves, horizon: int,
     ev = _Evaluator(curves, horizon, grid)
     try:
         value = ev(tree)
-    except OverflowError:
+    except ConfigError:
+        raise
+    except (OverflowError, MemoryError):
         raise ConfigError(f"claim {text[:80]!r}: arithmetic overflow") from None
+    except (TypeError, ValueError) as e:  # e.g. a label where a number belongs: regret('A', t='B')
+        raise ConfigError(f"claim {text[:80]!r}: {e}") from None
     return ev._truth(value), ev.trace
 
 

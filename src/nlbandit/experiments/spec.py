@@ -25,7 +25,7 @@ An experiment file::
     name = "lin-es"
     m = 25
 
-    [[claims]]                       # checked by `nlbandit check` (see nlbandit.report.claims)
+    [[claims]]                       # checked by `nlbandit check` (see nlbandit.experiments.claims)
     name = "es-competitive"
     text = "Lin-ES is competitive with Lin-TS"
     check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
@@ -45,7 +45,11 @@ own stream fields in an ``env`` table, merged over ``[env]`` (which may then omi
     regret = "adversarial"
     env = { name = "adversarial" }
 
-Everything is validated before any computation; errors name the field and what is allowed.
+Everything is validated before any computation; errors name the field and what is allowed. ``name`` and
+``paper`` must be plain file names (letters, digits, ``_``, ``-``, ``.``; not starting with ``.``): reports
+are written to ``<paper>/<name>.md``. Sizes are checked against the engine's integer ranges
+(:data:`MAX_ROUNDS`, :data:`MAX_SEEDS`) and the memory of the largest batch of runs against
+:func:`physical_memory`.
 """
 
 from __future__ import annotations
@@ -53,15 +57,21 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import os
+import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import STREAMS, env_entry, make_env, resolve_env, resolve_stream
-from nlbandit.policies.learners import learner_entry, resolve_learner
-from nlbandit.policies.registry import check_policy_env, policy_entry, resolve_policy
+from nlbandit.experiments.claims import KINDS, validate_claim
+from nlbandit.policies.learners import learner_entry, resolve_learner, split_learner_config
+from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
 from nlbandit.provenance import code_hash
 
 SCALES = ("quick", "full")
@@ -87,6 +97,19 @@ _TOP = (
           choices=LOOPS),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
+"""What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
+``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
+MAX_ROUNDS = 2**31 - 1
+"""The largest horizon and the largest K: the engine stores chosen arms as int32 and counts rounds in
+int32 ranges."""
+MAX_SEEDS = 2**32
+"""The most repetitions: seeds 0..S−1 are uint32 (:func:`nlbandit.core.simulate.simulate`)."""
+MAX_GRID = 10_000
+"""The most configurations one table's grid (the product of its list values) or one file may expand to."""
+ARM_BYTES = 24
+"""Host bytes per seed and round of the chosen arms: the int32 array, the two copies that serialise it into
+each checkpoint, another in the database, and the 8-byte references of the integer lists stored per seed."""
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
@@ -99,7 +122,7 @@ _CLAIM_KEYS = (
           "is declared with 'fail')", kind=str, choices=("pass", "fail")),
     Hyper("kind", "paper", "paper: the paper's or spec's statement; regression: a threshold the paper does not "
           "justify, a check on the implementation; sanity: true by construction", kind=str,
-          choices=("paper", "regression", "sanity")),
+          choices=KINDS),
 )
 
 
@@ -261,12 +284,20 @@ def _series_cases(value: Any, env_cases: list, where: str) -> list:
     return chosen
 
 
-def _expand(table: dict[str, Any], fixed: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _expand(table: dict[str, Any], fixed: tuple[str, ...], where: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Cartesian product over list-valued entries: [(config, {varying key: value})].
 
-    Keys in ``fixed`` (the name, and array-valued fields such as ``arm_set``) are never grids.
+    Keys in ``fixed`` (the name, and array-valued fields such as ``arm_set``) are never grids. An empty
+    list, or a product of more than :data:`MAX_GRID` configurations, is a :class:`ConfigError`.
     """
     grid_keys = [k for k, v in table.items() if isinstance(v, list) and k not in fixed]
+    for k in grid_keys:
+        if not table[k]:
+            raise ConfigError(f"{where}: field '{k}' is an empty list; a grid needs at least one value")
+    size = math.prod(len(table[k]) for k in grid_keys)
+    if size > MAX_GRID:
+        raise ConfigError(f"{where}: the grid over {', '.join(grid_keys)} has {size} configurations, more than "
+                          f"{MAX_GRID}")
     out = []
     for values in itertools.product(*(table[k] for k in grid_keys)):
         varying = dict(zip(grid_keys, values))
@@ -280,36 +311,138 @@ def _table(raw: Any, where: str) -> dict[str, Any]:
     return raw
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed experiment file at ``path``.
+
+    What is not a regular UTF-8 TOML file is refused with a :class:`ConfigError` before it is opened (a
+    FIFO would block its reader), and so are integers outside TOML's 64-bit range (which ``tomllib``
+    accepts).
+
+    Raises:
+      FileNotFoundError: when nothing is at ``path``.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such experiment file") from None
+    except OSError as e:  # a symlink loop, a path through a file, no permission
+        raise ConfigError(f"{path}: cannot read the experiment file: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{path}: is a folder; expected an experiment file (TOML)")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{path}: is not a regular file (a FIFO, socket or device); expected an experiment file "
+                          "(TOML)")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the experiment file: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); experiment "
+                          "files are UTF-8 TOML") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except (RecursionError, ValueError):  # nesting deeper than the parser's recursion; an integer of > 4300 digits
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply, or an integer too "
+                          "long") from None
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{key}.{k}" if key else k, v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise ConfigError(f"{path}: field '{key}' is an integer outside TOML's 64-bit range")
+    return raw
+
+
+def _plain_name(value: str | None, name: str, where: str) -> str | None:
+    """``value`` (the ``name`` or ``paper`` field, or None) if it matches :data:`_PLAIN_NAME`."""
+    if value is not None and not _PLAIN_NAME.fullmatch(value):
+        raise ConfigError(f"{where}: field '{name}' must be a plain file name (at most 200 letters, digits, '_', '-' "
+                          f"or '.', not starting with '.'), got {value!r}")
+    return value
+
+
+def _registry_name(table: dict[str, Any], where: str) -> None:
+    """Refuse a ``name`` that is not a string (a list or table) before a registry looks it up."""
+    name = table.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ConfigError(f"{where}: field 'name' must be a string (a registered name, see `nlbandit list`), "
+                          f"got {name!r}")
+
+
+def _at_most(value: int, limit: int, name: str, why: str, where: str) -> None:
+    """Refuse ``value`` above ``limit``, naming the field and ``why`` the limit."""
+    if value > limit:
+        raise ConfigError(f"{where}: field '{name}' = {value} is more than {limit} ({why})")
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory of this machine (``os.sysconf``): the most an experiment's batch may need."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _memory(env: dict[str, Any], horizon: int, n_seeds: int, record_points: int, loop: str,
+            history: bool) -> dict[str, int]:
+    """Bytes of the dominant arrays of one run, by name: the chosen arms (S×T, :data:`ARM_BYTES` each), the
+    curves (2×S×P float64), the environment's arrays (S×K×d float64 arm pools; a regression stream's S×T×d
+    features) and, for a policy with a history buffer, its S×T×d float64 rows."""
+    regression = loop == "regression"
+    return {
+        "chosen arms S×T": 0 if regression else ARM_BYTES * n_seeds * horizon,
+        "curves": 16 * n_seeds * min(record_points, horizon),
+        "environment arrays": 8 * n_seeds * env["d"] * (horizon if regression else env["k"]),
+        "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
+    }
+
+
+def _check_memory(parts: dict[str, int], what: str, where: str) -> None:
+    """Refuse ``what`` when its arrays (``parts``: bytes by name) need more than :func:`physical_memory`."""
+    need, limit = sum(parts.values()), physical_memory()
+    if need > limit:
+        detail = ", ".join(f"{name} {need_b / 2**30:.3g} GiB" for name, need_b in parts.items() if need_b)
+        raise ConfigError(f"{where}: {what} needs about {need / 2**30:.3g} GiB of memory ({detail}), more than this "
+                          f"machine's {limit / 2**30:.3g} GiB of physical memory; lower the horizon, seeds, d or k")
+
+
 def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None) -> Experiment:
     """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count.
 
     Raises:
-      ConfigError: naming the field and what is allowed, before anything is computed.
+      ConfigError: naming the field and what is allowed, before anything is computed; also when the path
+        is not a regular UTF-8 TOML file, and when a batch of runs would need more memory than the machine
+        has (:func:`physical_memory`) or sizes beyond the engine's integer ranges.
       FileNotFoundError: when the file does not exist.
     """
     path = Path(path)
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    raw = _read_toml(path)
     where = str(path)
     unknown = sorted(set(raw) - {h.name for h in _TOP} - set(_TABLES))
     if unknown:
         allowed = sorted([h.name for h in _TOP] + list(_TABLES))
         raise ConfigError(f"{where}: unknown field '{unknown[0]}'; allowed fields: {', '.join(allowed)}")
     top = resolve(_TOP, {k: v for k, v in raw.items() if k not in _TABLES}, where)
-    scales = _table(raw.get("scales", {}), f"{where}: field 'scales'")
-    for s, overrides in scales.items():
+    _plain_name(top["name"], "name", where)
+    _plain_name(top["paper"], "paper", where)
+    scales = {}
+    for s, overrides in _table(raw.get("scales", {}), f"{where}: field 'scales'").items():
         if s not in SCALES:
             raise ConfigError(f"{where}: field 'scales.{s}' is not a scale; allowed: {', '.join(SCALES)}")
-        resolve(_SCALE_KEYS, _table(overrides, f"{where}: field 'scales.{s}'"), f"{where}: scales.{s}")
+        scales[s] = resolve(_SCALE_KEYS, _table(overrides, f"{where}: field 'scales.{s}'"), f"{where}: scales.{s}")
     chosen = scales.get(scale, {})
     horizon = chosen.get("horizon") or top["horizon"]
     n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
     if seeds is not None:
         Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
+    _at_most(horizon, MAX_ROUNDS, "horizon", "the engine's int32 range of rounds", where)
+    _at_most(n_seeds, MAX_SEEDS, "seeds", "seeds 0..S-1 are uint32", where)
 
     if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
@@ -318,14 +451,20 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
         ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
         env_raw = dict(_table(env_raw, f"{ewhere}"))
+        _registry_name(env_raw, ewhere)
         name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
         if isinstance(raw["env"], list) and name is None:
             raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
         array_fields = ("name",) + (() if regression else tuple(
             h.name for h in env_entry(env_raw.get("name"), ewhere).hypers if h.kind is list))
-        for env_cfg, varying in _expand(env_raw, array_fields):
+        for env_cfg, varying in _expand(env_raw, array_fields, ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
-            env_cases.append((env_cfg if regression else resolve_env(env_cfg, ewhere), case))
+            if not regression:  # a stream is resolved per series, with the series' own fields
+                env_cfg = resolve_env(env_cfg, ewhere)
+                _at_most(env_cfg["k"], MAX_ROUNDS, "k", "arm indices are int32", ewhere)
+                _check_memory(_memory(env_cfg, horizon, n_seeds, top["record_points"], top["loop"], False),
+                              "every run on this environment", ewhere)
+            env_cases.append((env_cfg, case))
     if len({case for _, case in env_cases}) < len(env_cases):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
 
@@ -333,14 +472,16 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if not isinstance(pol_raw, list) or not pol_raw:
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
     runs, labels, elsewhere, built = [], [], [], {}
+    batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
+        _registry_name(p, pwhere)
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
         series_env = _series_env(p.pop("env", None), regression, pwhere)
         series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
         here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
-        for pol_cfg, varying in _expand(p, ("name",)):
+        for pol_cfg, varying in _expand(p, ("name",), pwhere):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
             if full_label in labels or full_label in elsewhere:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
@@ -350,14 +491,31 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                 if regression:
                     env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")
                     resolved = resolve_learner(pol_cfg, env_cfg, lwhere)
+                    static, history = split_learner_config(resolved)[0], False
                 else:
                     if id(env_cfg) not in built:
                         built[id(env_cfg)] = make_env(**env_cfg)
                     resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), built[id(env_cfg)], horizon, lwhere)
+                    static = split_policy_config(resolved)[0]
+                    spec = ProblemSpec(env_cfg["d"], env_cfg["k"], horizon)
+                    history = build_policy(resolved, spec)[0].max_horizon is not None
                 if here:
                     runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds,
                                           top["record_points"], top["loop"]))
+                    if len(runs) > MAX_GRID:
+                        raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
+                    key = json.dumps([env_cfg, resolved["name"], static], sort_keys=True)
+                    names, parts = batch_memory.setdefault(key, ([], {}))
+                    names.append(full_label)
+                    for part, size in _memory(env_cfg, horizon, n_seeds, top["record_points"], top["loop"],
+                                              history).items():
+                        parts[part] = parts.get(part, 0) + size
+    for names, parts in batch_memory.values():
+        _check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
+                                                    if len(names) > 1 else ""), where)
 
+    if not isinstance(raw.get("claims", []), list):
+        raise ConfigError(f"{where}: field 'claims' must be an array of tables ([[claims]]), got {raw['claims']!r}")
     claims = []
     for i, c in enumerate(raw.get("claims", [])):
         cw = f"{where}: claims[{i}]"
@@ -370,7 +528,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     exp = Experiment(
         path=path,
         name=top["name"] or path.stem,
-        paper=top["paper"] or path.parent.name,
+        paper=top["paper"] or Path(os.path.abspath(path)).parent.name,  # '../x.toml': the folder's name, not '..'
         title=top["title"],
         description=top["description"],
         scale=scale,
@@ -390,8 +548,6 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
     if not exp.curves and not exp.plots:
         raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
-    from nlbandit.report.claims import validate_claim
-
     for i, claim in enumerate(claims):
         validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
     return exp

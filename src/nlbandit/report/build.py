@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from nlbandit import __version__
+from nlbandit.experiments.claims import ClaimResult, evaluate_claim, grid_values, run_selector, value_at
 from nlbandit.experiments.spec import Experiment, RunConfig
-from nlbandit.report.claims import ClaimResult, evaluate_claim, grid_values, run_selector, value_at
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
 
@@ -268,7 +268,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
                   "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE.", "",
                   "| claim | kind | check | measured | result |", "|---|---|---|---|---|"]
         for c in claims:
-            values = "; ".join(f"`{t}`" if " = " in t else f"`{t}` = {v:.2f}" for t, v in c.values)
+            values = "; ".join(f"`{_cell(t)}`" if " = " in t else f"`{_cell(t)}` = {v:.2f}" for t, v in c.values)
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
                          f"{claim_verdict(c)} |")
     lines += ["", "## Policy configurations", ""]
