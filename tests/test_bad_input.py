@@ -170,9 +170,9 @@ def test_sizes_beyond_memory_or_range_are_refused_at_load(tmp_path):
 def test_memory_estimate_counts_history_buffers(tmp_path, monkeypatch):
     # lin-phe keeps a T×d history buffer, lin-es does not: with a limit between their needs, only
     # lin-phe is refused (S = 2, T = 100_000, d = 3: arms 4.8 MB; history 4.8 MB more).
-    from nlbandit.experiments import spec
+    from nlbandit.loops import base
 
-    monkeypatch.setattr(spec, "physical_memory", lambda: 6_000_000)
+    monkeypatch.setattr(base, "physical_memory", lambda: 6_000_000)
     text = GOOD.replace("horizon = 100", "horizon = 100000")
     load_experiment(write(tmp_path, text))
     phe = text.replace('name = "lin-es"\nm = 2', 'name = "lin-phe"')

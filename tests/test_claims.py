@@ -8,7 +8,7 @@ from scipy import stats
 
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.claims import ClaimResult, _median_rank, evaluate_claim, t_quantile_975
+from nlbandit.experiments.claims import ClaimResult, _median_rank, evaluate_claim, t_quantile_975, traced_text
 from nlbandit.experiments.spec import load_experiment
 from nlbandit.report.build import claim_verdict
 
@@ -179,3 +179,11 @@ def test_bad_claims_are_refused_when_the_file_loads(tmp_path, old, new, message)
     path.write_text(TINY.replace(old, new))
     with pytest.raises(ConfigError, match=message):
         load_experiment(path)
+
+
+def test_traced_values_are_shown_even_when_a_label_holds_an_equals_sign():
+    final = {"ES (σ = 0.5)": np.array([1.0, 3.0]), "TS": np.array([2.0, 2.0])}
+    _, trace = evaluate("regret('ES (σ = 0.5)') <= 10 and paired('ES (σ = 0.5)', 'TS') < 5", final)
+    shown = [traced_text(t, v) for t, v in trace]
+    assert shown[0] == "regret('ES (σ = 0.5)') = 2.00"
+    assert shown[1].startswith("paired('ES (σ = 0.5)', 'TS') = 0.00 [") and shown[1].count(" = ") == 2

@@ -144,6 +144,7 @@ def test_masked_extreme_run_chooses_available_arms_and_stays_finite(name):
     for leaf in final.policy_state:
         if np.issubdtype(leaf.dtype, np.floating):
             assert np.isfinite(leaf).all(), f"{name}: non-finite policy state (feature scales {SCALES})"
+            assert leaf.dtype == np.dtype(policy.dtype), f"{name}: a {leaf.dtype} state leaf in a {policy.dtype} policy"
 
 
 @pytest.mark.parametrize("name", NAMES)

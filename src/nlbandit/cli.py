@@ -226,6 +226,7 @@ def _check_reports(experiments: list, outs: list[Path]) -> None:
 def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     """Run, report into ``out`` and (for ``check``) judge one experiment; return (exit status, claim
     verdicts)."""
+    from nlbandit.experiments.claims import traced_text
     from nlbandit.experiments.runner import run_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
@@ -241,7 +242,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
         print(f"{claim_verdict(c):<12} {c.name}: {c.check}  ["
-              + "; ".join(t if " = " in t else f"{t} = {v:.2f}" for t, v in c.values) + "]")
+              + "; ".join(traced_text(t, v) for t, v in c.values) + "]")
     verdicts = [claim_verdict(c) for c in claims]
     if args.command != "check":
         return 0, verdicts

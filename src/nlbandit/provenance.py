@@ -15,14 +15,15 @@ Rules of the closure:
 * a package's ``__init__.py`` is hashed whenever a module inside it is (importing the module runs it,
   e.g. the package root turns on 64-bit JAX), but its own imports are *not* followed: they are
   re-exports, and following them would pull the whole package into every closure;
-* the versions of ``jax`` and ``jaxlib`` are part of the hash: the same source can compile to different
-  floating-point results under another XLA.
+* the versions of ``jax`` and ``jaxlib``, and the ``XLA_FLAGS`` in effect, are part of the hash: the same
+  source can compile to different floating-point results under another XLA or other compiler options.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -83,21 +84,23 @@ def _toolchain() -> str:
             versions.append(f"{dist}={metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{dist}=none")
-    return ";".join(versions)
+    return ";".join(versions + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
 
 
 @lru_cache(maxsize=None)
-def _code_hash(roots: tuple[str, ...]) -> str:
+def _code_hash(roots: tuple[str, ...], shallow: tuple[str, ...]) -> str:
     h = hashlib.sha256(_toolchain().encode())
-    for name in module_closure(roots):
+    for name in sorted(set(module_closure(roots)) | {m for m in shallow if _module_file(m) is not None}):
         h.update(b"\0" + name.encode() + b"\0" + _module_file(name).read_bytes())
     return h.hexdigest()[:16]
 
 
-def code_hash(roots: Iterable[str]) -> str:
+def code_hash(roots: Iterable[str], shallow: Iterable[str] = ()) -> str:
     """16 hex digits of SHA-256 over the toolchain versions and the source of :func:`module_closure` of
-    ``roots`` (module names such as ``"nlbandit.policies.glm"``); unknown names are ignored."""
-    return _code_hash(tuple(sorted(set(roots))))
+    ``roots`` (module names such as ``"nlbandit.policies.glm"``), and of the ``shallow`` modules' own files
+    without their imports (an experiment loop, which imports every registry to dispatch but computes a run
+    only with the ``roots`` it names); unknown names are ignored."""
+    return _code_hash(tuple(sorted(set(roots))), tuple(sorted(set(shallow))))
 
 
 def package_hash() -> str:

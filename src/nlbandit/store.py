@@ -5,7 +5,8 @@ Tables:
 * ``runs``: one row per finished run, keyed by ``run_id`` (hash of the resolved configuration and of the
   source that computes it, see :meth:`nlbandit.experiments.spec.RunConfig.identity`), with that identity
   as JSON (its ``code`` field is the source hash) and timing.
-* ``curves``: (run_id, seed, t, cum_regret, cum_reward) at the recorded rounds, long format.
+* ``curves``: (run_id, metric, seed, t, value) at the recorded rounds, long format: the cumulative curves
+  that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
 * ``arms``: (run_id, seed, arms) with the chosen arm of every round as an integer list.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
@@ -33,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
     horizon BIGINT, n_seeds INTEGER, compile_s DOUBLE, run_s DOUBLE, chunk_size INTEGER,
     chunk_seconds DOUBLE[], batch_size INTEGER, finished TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS curves (
-    run_id VARCHAR, seed INTEGER, t BIGINT, cum_regret DOUBLE, cum_reward DOUBLE);
+    run_id VARCHAR, metric VARCHAR, seed INTEGER, t BIGINT, value DOUBLE);
 CREATE TABLE IF NOT EXISTS arms (run_id VARCHAR, seed INTEGER, arms INTEGER[]);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
@@ -108,7 +109,8 @@ class StoredRun:
     """A finished run read back from the store.
 
     Attributes:
-      rounds: (P,) recorded rounds; cum_regret, cum_reward: (S, P); arms: (S, T) or None if not loaded.
+      rounds: (P,) recorded rounds; curves: the run's cumulative curves by metric, (S, P) each (the first
+        metric of its loop is the regret, :attr:`cum_regret`); arms: (S, T) or None if not loaded.
       compile_s, run_s: timing of the batch the run was simulated in (``batch_size`` runs side by side).
       chunk_seconds: per-chunk run times of that batch; chunk_size: rounds per chunk.
     """
@@ -117,14 +119,18 @@ class StoredRun:
     label: str
     config: dict[str, Any]
     rounds: np.ndarray
-    cum_regret: np.ndarray
-    cum_reward: np.ndarray
+    curves: dict[str, np.ndarray]
     compile_s: float
     run_s: float
     chunk_size: int
     chunk_seconds: list[float]
     batch_size: int
     arms: np.ndarray | None = None
+
+    @property
+    def cum_regret(self) -> np.ndarray:
+        """(S, P) cumulative regret (the ``regret`` curve every loop stores)."""
+        return self.curves["regret"]
 
 
 class Store:
@@ -164,7 +170,10 @@ class Store:
             if table in found and found[table] != columns:
                 raise StoreError(f"results database {self.path} has a table '{table}' with columns "
                                  f"({', '.join(c for c, _ in found[table])}), not nlbandit's ("
-                                 f"{', '.join(c for c, _ in columns)}); pass another --db")
+                                 f"{', '.join(c for c, _ in columns)}); pass another --db" + (
+                                     " (a database of an older nlbandit: its runs were keyed by code that has "
+                                     "changed since, so none of them would be reused; delete it)"
+                                     if table == "curves" and ("cum_reward", "DOUBLE") in found[table] else ""))
         if found and not set(found) & set(expected):
             raise StoreError(f"results database {self.path} holds other tables ({', '.join(sorted(found))}), not "
                              "nlbandit results; pass another --db")
@@ -211,15 +220,16 @@ class Store:
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
         """Store finished runs and drop their batch's checkpoint, in one transaction.
 
-        Each row: run_id, experiment, label, config, version, rounds (P,), cum_regret (S, P),
-        cum_reward (S, P), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size.
+        Each row: run_id, experiment, label, config, version, rounds (P,), curves (metric name → (S, P),
+        with a ``regret`` curve), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size.
         """
         with self._transaction() as con:
             for r in rows:
                 con.execute("DELETE FROM runs WHERE run_id = ?", [r["run_id"]])
                 con.execute("DELETE FROM curves WHERE run_id = ?", [r["run_id"]])
                 con.execute("DELETE FROM arms WHERE run_id = ?", [r["run_id"]])
-                n_seeds, n_points = r["cum_regret"].shape
+                n_seeds, n_points = r["curves"]["regret"].shape
+                metrics = list(r["curves"])
                 con.execute(
                     "INSERT INTO runs (run_id, experiment, label, config, version, horizon, n_seeds, compile_s,"
                     " run_s, chunk_size, chunk_seconds, batch_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -227,12 +237,13 @@ class Store:
                      int(r["rounds"][-1]), n_seeds, r["compile_s"], r["run_s"], r["chunk_size"],
                      [float(s) for s in r["chunk_seconds"]], r["batch_size"]],
                 )
+                size = n_seeds * n_points
                 new_curves = {  # noqa: F841  (read by DuckDB's replacement scan)
-                    "run_id": np.full(n_seeds * n_points, r["run_id"]),
-                    "seed": np.repeat(np.arange(n_seeds, dtype=np.int32), n_points),
-                    "t": np.tile(r["rounds"].astype(np.int64), n_seeds),
-                    "cum_regret": r["cum_regret"].reshape(-1),
-                    "cum_reward": r["cum_reward"].reshape(-1),
+                    "run_id": np.full(size * len(metrics), r["run_id"]),
+                    "metric": np.repeat(np.array(metrics), size),
+                    "seed": np.tile(np.repeat(np.arange(n_seeds, dtype=np.int32), n_points), len(metrics)),
+                    "t": np.tile(r["rounds"].astype(np.int64), n_seeds * len(metrics)),
+                    "value": np.concatenate([np.asarray(r["curves"][m], np.float64).reshape(-1) for m in metrics]),
                 }
                 con.execute("INSERT INTO curves SELECT * FROM new_curves")
                 con.executemany("INSERT INTO arms VALUES (?, ?, ?)",
@@ -248,17 +259,16 @@ class Store:
             raise KeyError(run_id)
         label, config, compile_s, run_s, chunk_size, chunk_seconds, batch_size, n_seeds = row
         c = self.con.execute(
-            "SELECT t, cum_regret, cum_reward FROM curves WHERE run_id = ? ORDER BY seed, t", [run_id]
-        ).fetchnumpy()
-        rounds = np.asarray(c["t"]).reshape(n_seeds, -1)[0]
+            "SELECT metric, t, value FROM curves WHERE run_id = ? ORDER BY metric, seed, t", [run_id]).fetchnumpy()
+        metric = np.asarray(c["metric"], dtype=object)
+        names = list(dict.fromkeys(metric))
+        rounds = np.asarray(c["t"])[metric == names[0]].reshape(n_seeds, -1)[0]
+        curves = {m: np.asarray(c["value"])[metric == m].reshape(n_seeds, -1) for m in names}
         arms = None
         if with_arms:
             a = self.con.execute("SELECT arms FROM arms WHERE run_id = ? ORDER BY seed", [run_id]).fetchall()
             arms = np.array([x[0] for x in a], dtype=np.int32)
-        return StoredRun(run_id, label, json.loads(config), rounds,
-                         np.asarray(c["cum_regret"]).reshape(n_seeds, -1),
-                         np.asarray(c["cum_reward"]).reshape(n_seeds, -1),
-                         compile_s, run_s, chunk_size, list(chunk_seconds), batch_size, arms)
+        return StoredRun(run_id, label, json.loads(config), rounds, curves, compile_s, run_s, chunk_size, list(chunk_seconds), batch_size, arms)
 
     def index(self) -> list[dict[str, Any]]:
         """Every finished run: run_id, experiment, label, config (the run's identity, with its ``code``

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.keys import round_key, seed_keys
-from nlbandit.core.types import Env, Policy
+from nlbandit.core.types import Env, Policy, to_dtype
 
 
 def recorded_rounds(horizon: int, max_points: int) -> np.ndarray:
@@ -125,12 +125,16 @@ def _one_seed(env: Env, policy: Policy):
     """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm)) for one seed."""
 
     def run(params, keys, env_state, state, ts):
+        params = to_dtype(params, policy.dtype)
+
         def body(state, t):
             contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
             means = env.mean(env_state, contexts)
-            arm, _ = policy.act(params, state, round_key(keys.policy_act, t), contexts, mask, t)
+            seen = to_dtype(contexts, policy.dtype)
+            arm, _ = policy.act(params, state, round_key(keys.policy_act, t), seen, mask, t)
             feedback = env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm)
-            state = policy.update(params, state, round_key(keys.policy_update, t), contexts, arm, feedback, t)
+            state = policy.update(params, state, round_key(keys.policy_update, t), seen, arm,
+                                  to_dtype(feedback, policy.dtype), t)
             regret = jnp.max(jnp.where(mask, means, -jnp.inf)) - means[arm]
             return state, (regret, feedback.reward, arm)
 
@@ -144,11 +148,12 @@ def _initial_state(env: Env, policy: Policy):
     round 1's arm set, which is the arm set of every round when the environment's arms are fixed)."""
 
     def initial(params, keys, env_state):
+        params = to_dtype(params, policy.dtype)
         state = policy.init(params, keys.policy_init)
         if policy.prepare is None:
             return state
         arms, mask = env.observe(env_state, round_key(keys.env_observe, 1), 1)
-        return policy.prepare(params, state, round_key(keys.policy_init, 1), arms, mask)
+        return policy.prepare(params, state, round_key(keys.policy_init, 1), to_dtype(arms, policy.dtype), mask)
 
     return initial
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 PyTree = Any
 Array = jax.Array
@@ -144,6 +145,10 @@ class Policy(NamedTuple):
       requires: what the policy needs from an environment (:class:`Requirements`).
       spec: the sizes it was built for (set by :func:`~nlbandit.policies.registry.make_policy`; checked
         against the environment's by :func:`~nlbandit.core.simulate.simulate`), or None.
+      dtype: the floating type of the policy's state and arithmetic, ``"float64"`` (the default: the
+        incremental inverses of the linear and GLM policies need it, see :mod:`nlbandit.models.ridge`) or
+        ``"float32"`` (neural models). The engine hands the policy its params, contexts and feedback in
+        this type (:func:`to_dtype`); the environment's means and the regret stay float64.
     """
 
     name: str
@@ -154,6 +159,12 @@ class Policy(NamedTuple):
     prepare: Callable[[PyTree, PyTree, Array, Array, Array], PyTree] | None = None
     requires: Requirements = Requirements()
     spec: ProblemSpec | None = None
+    dtype: str = "float64"
+
+
+def to_dtype(tree: PyTree, dtype: str) -> PyTree:
+    """``tree`` with every floating leaf cast to ``dtype`` (integer, boolean and key leaves unchanged)."""
+    return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(jnp.result_type(a), jnp.floating) else a, tree)
 
 
 class Learner(NamedTuple):

@@ -432,6 +432,13 @@ class ClaimResult:
         return self.holds is None or self.holds == (self.expect == "pass")
 
 
+def traced_text(text: str, value: float) -> str:
+    """One traced call as reports print it: ``regret('A') = 12.30``, or a ``paired(...)`` call's own text,
+    which already carries its mean and interval (it ends in `` (95% CI)``; a plain call ends with its
+    closing parenthesis, whatever its labels hold)."""
+    return text if text.endswith(" (95% CI)") else f"{text} = {value:.2f}"
+
+
 def evaluate_claim(check: str, curves: Curves, horizon: int,
                    grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool | None, list[tuple[str, float]]]:
     """Evaluate ``check``; return its truth (None when undetermined) and the values of every call.

@@ -34,7 +34,9 @@ A ``[[policies]]`` or ``[[claims]]`` table may carry ``scales = ["full"]``: the 
 scale but run only at the listed ones (an O(t)-per-round baseline too slow for the quick tier), and the
 claim is checked only there.
 
-``loop = "regression"`` makes an online-regression experiment (Zhao, Zhou, He & Gu 2023): ``[env]``
+``loop`` names the experiment's :class:`~nlbandit.loops.base.Loop` (:data:`nlbandit.loops.LOOPS`), which
+resolves the ``[env]`` cases and the series against them: ``bandit`` (the default) takes environments and
+policies. ``loop = "regression"`` makes an online-regression experiment (Zhao, Zhou, He & Gu 2023): ``[env]``
 names a stream of :data:`nlbandit.envs.registry.STREAMS`, the ``[[policies]]`` are learners of
 :data:`nlbandit.policies.learners.LEARNERS` (each with the regret it records), and a series may carry its
 own stream fields in an ``env`` table, merged over ``[env]`` (which may then omit ``name``)::
@@ -49,7 +51,7 @@ Everything is validated before any computation; errors name the field and what i
 ``paper`` must be plain file names (letters, digits, ``_``, ``-``, ``.``; not starting with ``.``): reports
 are written to ``<paper>/<name>.md``. Sizes are checked against the engine's integer ranges
 (:data:`MAX_ROUNDS`, :data:`MAX_SEEDS`) and the memory of the largest batch of runs against
-:func:`physical_memory`.
+:func:`nlbandit.loops.base.physical_memory`.
 """
 
 from __future__ import annotations
@@ -67,15 +69,12 @@ from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.core.types import ProblemSpec
-from nlbandit.envs.registry import STREAMS, env_entry, make_env, resolve_env, resolve_stream
 from nlbandit.experiments.claims import KINDS, validate_claim
-from nlbandit.policies.learners import learner_entry, resolve_learner, split_learner_config
-from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
+from nlbandit.loops import LOOPS
+from nlbandit.loops.base import check_memory
 from nlbandit.provenance import code_hash
 
 SCALES = ("quick", "full")
-LOOPS = ("bandit", "regression")
 EXTRA_PLOTS = ("anytime-constant", "regret-vs-d")
 """Report panels beside the regret curves: ``anytime-constant`` plots l(T₀, b) against b for the T₀ of
 the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b); ``regret-vs-d`` plots the mean
@@ -93,23 +92,19 @@ _TOP = (
     Hyper("curves", True, "plot the regret curves (one panel per environment case)", kind=bool),
     Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
           optional=True),
-    Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023)", kind=str,
-          choices=LOOPS),
+    Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
+          "nlbandit.loops.LOOPS", kind=str),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 """What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
 ``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
 MAX_ROUNDS = 2**31 - 1
-"""The largest horizon and the largest K: the engine stores chosen arms as int32 and counts rounds in
-int32 ranges."""
+"""The largest horizon: the engine counts rounds in int32 ranges."""
 MAX_SEEDS = 2**32
 """The most repetitions: seeds 0..S−1 are uint32 (:func:`nlbandit.core.simulate.simulate`)."""
 MAX_GRID = 10_000
 """The most configurations one table's grid (the product of its list values) or one file may expand to."""
-ARM_BYTES = 24
-"""Host bytes per seed and round of the chosen arms: the int32 array, the two copies that serialise it into
-each checkpoint, another in the database, and the 8-byte references of the integer lists stored per seed."""
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
@@ -128,13 +123,10 @@ _CLAIM_KEYS = (
 
 def run_code(policy: str, env: str, loop: str = "bandit") -> str:
     """:func:`~nlbandit.provenance.code_hash` of the modules that compute a run of registered ``policy``
-    (or learner) on ``env`` (or stream) in ``loop``: the loop's module, the policy's and the environment's
-    constructors, and everything they import."""
-    if loop == "regression":
-        modules = ("nlbandit.core.regress", learner_entry(policy).make.__module__, STREAMS[env].make.__module__)
-    else:
-        modules = ("nlbandit.core.simulate", *policy_entry(policy).modules(), env_entry(env).make.__module__)
-    return code_hash(modules)
+    (or learner) on ``env`` (or stream) in ``loop``: the loop's engine, the policy's and the environment's
+    constructors with everything they import (:meth:`~nlbandit.loops.base.Loop.code_modules`), and the
+    loop's own module and its base, which decide what is stored."""
+    return code_hash(LOOPS[loop].code_modules(policy, env), shallow=(type(LOOPS[loop]).__module__, "nlbandit.loops.base"))
 
 
 @dataclass(frozen=True)
@@ -146,7 +138,8 @@ class RunConfig:
       case: the environment grid values of this run ({} without an environment grid).
       env, policy: fully resolved configs (registry name + every hyperparameter).
       horizon, n_seeds, record_points: simulation sizes; seeds are 0..n_seeds-1.
-      loop: ``bandit`` (env and policy registries) or ``regression`` (streams and learners).
+      loop: the name of its :class:`~nlbandit.loops.base.Loop` (``bandit``: env and policy registries;
+        ``regression``: streams and learners).
     """
 
     label: str
@@ -252,12 +245,14 @@ def _scales(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _series_env(value: Any, regression: bool, where: str) -> dict[str, Any]:
-    """A series' own stream fields (``env = {...}`` in a ``[[policies]]`` table of a regression file)."""
+def _series_env(value: Any, loop: str, where: str) -> dict[str, Any]:
+    """A series' own environment fields (``env = {...}`` in a ``[[policies]]`` table, where its loop allows
+    them: a regression file's streams)."""
     if value is None:
         return {}
-    if not regression:
-        raise ConfigError(f"{where}: field 'env' is allowed only with loop = 'regression'")
+    if not LOOPS[loop].series_env:
+        allowed = " or ".join(repr(name) for name, lp in LOOPS.items() if lp.series_env)
+        raise ConfigError(f"{where}: field 'env' is allowed only with loop = {allowed}")
     table = _table(value, f"{where}: field 'env'")
     grids = [k for k, v in table.items() if isinstance(v, list)]
     if grids:
@@ -382,41 +377,13 @@ def _at_most(value: int, limit: int, name: str, why: str, where: str) -> None:
         raise ConfigError(f"{where}: field '{name}' = {value} is more than {limit} ({why})")
 
 
-def physical_memory() -> int:
-    """Bytes of physical memory of this machine (``os.sysconf``): the most an experiment's batch may need."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def _memory(env: dict[str, Any], horizon: int, n_seeds: int, record_points: int, loop: str,
-            history: bool) -> dict[str, int]:
-    """Bytes of the dominant arrays of one run, by name: the chosen arms (S×T, :data:`ARM_BYTES` each), the
-    curves (2×S×P float64), the environment's arrays (S×K×d float64 arm pools; a regression stream's S×T×d
-    features) and, for a policy with a history buffer, its S×T×d float64 rows."""
-    regression = loop == "regression"
-    return {
-        "chosen arms S×T": 0 if regression else ARM_BYTES * n_seeds * horizon,
-        "curves": 16 * n_seeds * min(record_points, horizon),
-        "environment arrays": 8 * n_seeds * env["d"] * (horizon if regression else env["k"]),
-        "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
-    }
-
-
-def _check_memory(parts: dict[str, int], what: str, where: str) -> None:
-    """Refuse ``what`` when its arrays (``parts``: bytes by name) need more than :func:`physical_memory`."""
-    need, limit = sum(parts.values()), physical_memory()
-    if need > limit:
-        detail = ", ".join(f"{name} {need_b / 2**30:.3g} GiB" for name, need_b in parts.items() if need_b)
-        raise ConfigError(f"{where}: {what} needs about {need / 2**30:.3g} GiB of memory ({detail}), more than this "
-                          f"machine's {limit / 2**30:.3g} GiB of physical memory; lower the horizon, seeds, d or k")
-
-
 def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None) -> Experiment:
     """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count.
 
     Raises:
       ConfigError: naming the field and what is allowed, before anything is computed; also when the path
         is not a regular UTF-8 TOML file, and when a batch of runs would need more memory than the machine
-        has (:func:`physical_memory`) or sizes beyond the engine's integer ranges.
+        has (:func:`~nlbandit.loops.base.physical_memory`) or sizes beyond the engine's integer ranges.
       FileNotFoundError: when the file does not exist.
     """
     path = Path(path)
@@ -429,6 +396,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         allowed = sorted([h.name for h in _TOP] + list(_TABLES))
         raise ConfigError(f"{where}: unknown field '{unknown[0]}'; allowed fields: {', '.join(allowed)}")
     top = resolve(_TOP, {k: v for k, v in raw.items() if k not in _TABLES}, where)
+    if top["loop"] not in LOOPS:
+        raise ConfigError(f"{where}: field 'loop' must be one of {', '.join(repr(n) for n in LOOPS)}, "
+                          f"got {top['loop']!r}")
     _plain_name(top["name"], "name", where)
     _plain_name(top["paper"], "paper", where)
     scales = {}
@@ -446,7 +416,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
 
     if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
-    regression = top["loop"] == "regression"
+    loop = LOOPS[top["loop"]]
     env_cases = []
     for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
         ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
@@ -455,30 +425,23 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
         if isinstance(raw["env"], list) and name is None:
             raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
-        array_fields = ("name",) + (() if regression else tuple(
-            h.name for h in env_entry(env_raw.get("name"), ewhere).hypers if h.kind is list))
-        for env_cfg, varying in _expand(env_raw, array_fields, ewhere):
+        for env_cfg, varying in _expand(env_raw, loop.fixed_env_fields(env_raw, ewhere), ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
-            if not regression:  # a stream is resolved per series, with the series' own fields
-                env_cfg = resolve_env(env_cfg, ewhere)
-                _at_most(env_cfg["k"], MAX_ROUNDS, "k", "arm indices are int32", ewhere)
-                _check_memory(_memory(env_cfg, horizon, n_seeds, top["record_points"], top["loop"], False),
-                              "every run on this environment", ewhere)
-            env_cases.append((env_cfg, case))
+            env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
     if len({case for _, case in env_cases}) < len(env_cases):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
 
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
-    runs, labels, elsewhere, built = [], [], [], {}
+    runs, labels, elsewhere = [], [], []
     batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
         _registry_name(p, pwhere)
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
-        series_env = _series_env(p.pop("env", None), regression, pwhere)
+        series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
         series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
         here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         for pol_cfg, varying in _expand(p, ("name",), pwhere):
@@ -487,31 +450,20 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             (labels if here else elsewhere).append(full_label)
             for env_cfg, case in series_cases:
-                lwhere = f"{pwhere} ({full_label})"
-                if regression:
-                    env_cfg = resolve_stream({**env_cfg, **series_env}, horizon, f"{lwhere}: env")
-                    resolved = resolve_learner(pol_cfg, env_cfg, lwhere)
-                    static, history = split_learner_config(resolved)[0], False
-                else:
-                    if id(env_cfg) not in built:
-                        built[id(env_cfg)] = make_env(**env_cfg)
-                    resolved = check_policy_env(resolve_policy(pol_cfg, lwhere), built[id(env_cfg)], horizon, lwhere)
-                    static = split_policy_config(resolved)[0]
-                    spec = ProblemSpec(env_cfg["d"], env_cfg["k"], horizon)
-                    history = build_policy(resolved, spec)[0].max_horizon is not None
+                run_env, resolved, history = loop.resolve_series(pol_cfg, env_cfg, series_env, horizon,
+                                                                 f"{pwhere} ({full_label})")
                 if here:
-                    runs.append(RunConfig(full_label, case, env_cfg, resolved, horizon, n_seeds,
+                    runs.append(RunConfig(full_label, case, run_env, resolved, horizon, n_seeds,
                                           top["record_points"], top["loop"]))
                     if len(runs) > MAX_GRID:
                         raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
-                    key = json.dumps([env_cfg, resolved["name"], static], sort_keys=True)
+                    key = json.dumps([run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
                     names, parts = batch_memory.setdefault(key, ([], {}))
                     names.append(full_label)
-                    for part, size in _memory(env_cfg, horizon, n_seeds, top["record_points"], top["loop"],
-                                              history).items():
+                    for part, size in loop.memory(run_env, horizon, n_seeds, top["record_points"], history).items():
                         parts[part] = parts.get(part, 0) + size
     for names, parts in batch_memory.values():
-        _check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
+        check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else ""), where)
 
     if not isinstance(raw.get("claims", []), list):

@@ -60,10 +60,11 @@ def argmax_tie_word(word: jax.Array, scores: jax.Array, mask: jax.Array) -> jax.
 
 
 def greedy_choice(word: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(arm, probability): :func:`argmax_tie_word`, and 1/|tied arms|, the probability of that choice."""
+    """(arm, probability): :func:`argmax_tie_word`, and 1/|tied arms|, the probability of that choice (in the
+    scores' float type)."""
     tied = tied_arms(scores, mask)
     arm = jnp.argmax(jnp.where(tied, tie_priorities(word, scores.shape[0]), 0)).astype(jnp.int32)
-    return arm, 1.0 / jnp.sum(tied)
+    return arm, 1 / jnp.sum(tied).astype(scores.dtype)
 
 
 def choose(key: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -73,7 +74,7 @@ def choose(key: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Arra
 
 def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:
     """An available arm, uniformly at random."""
-    return argmax_random_ties(key, jnp.zeros(mask.shape), mask)
+    return argmax_random_ties(key, jnp.zeros(mask.shape, jnp.float32), mask)
 
 
 def epsilon_greedy(key: jax.Array, scores: jax.Array, mask: jax.Array,
@@ -81,7 +82,7 @@ def epsilon_greedy(key: jax.Array, scores: jax.Array, mask: jax.Array,
     """With probability ε a uniformly random available arm, otherwise the masked argmax; returns (arm,
     probability), the probability being ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
     k_coin, k_uniform, k_ties = jax.random.split(key, 3)
-    explore = jax.random.uniform(k_coin) < epsilon
+    explore = jax.random.uniform(k_coin, dtype=scores.dtype) < epsilon
     best, p_best = choose(k_ties, scores, mask)
     arm = jnp.where(explore, uniform_arm(k_uniform, mask), best)
     tied = tied_arms(scores, mask)
@@ -100,7 +101,7 @@ def ensemble_probability(member_scores: jax.Array, arm: jax.Array, mask: jax.Arr
     """P(arm) = (1/m_used) Σ_{j < m_used} [arm tied for best under member j]/|tied_j|: the exact
     probability of ensemble sampling's choice, from every member's scores (m, K)."""
     tied = jax.vmap(tied_arms, in_axes=(0, None))(member_scores, mask)
-    share = jnp.where(tied[:, arm], 1.0 / jnp.sum(tied, axis=1), 0.0)
+    share = jnp.where(tied[:, arm], 1 / jnp.sum(tied, axis=1).astype(member_scores.dtype), 0)
     used = jnp.arange(member_scores.shape[0]) < m_used
     return jnp.sum(jnp.where(used, share, 0.0)) / m_used
 

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from nlbandit import __version__
-from nlbandit.experiments.claims import ClaimResult, evaluate_claim, grid_values, run_selector, value_at
+from nlbandit.experiments.claims import (ClaimResult, evaluate_claim, grid_values, run_selector, traced_text,
+                                         value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
+from nlbandit.loops import LOOPS
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
 
@@ -143,12 +145,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
 
 
 def _regret_name(exp: Experiment) -> str:
-    """The y-axis label: pseudo-regret for bandits; the series' regrets and units for regression."""
-    if exp.loop == "bandit":
-        return "cumulative pseudo-regret"
-    kinds = sorted({r.policy["regret"] for r in exp.runs})
-    units = sorted({"square loss" if r.policy["units"] == "square" else "ℓ units" for r in exp.runs})
-    return f"cumulative {' / '.join(kinds)} regret ({', '.join(units)})"
+    """The y-axis label of the loop's regret (:meth:`~nlbandit.loops.base.Loop.regret_name`)."""
+    return LOOPS[exp.loop].regret_name(exp.runs)
 
 
 def _d_groups(exp: Experiment) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
@@ -240,21 +238,16 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
         f"## Final {_regret_name(exp)} at T = {exp.horizon}",
         "",
     ]
-    regression = exp.loop == "regression"
-    if regression:
-        lines += ["Clipped labels: mean number per trial, and the trials with any (`cum_reward` of a regression "
-                  "run counts them).", ""]
-    extra_head = " regret | clipped labels |" if regression else ""
+    loop = LOOPS[exp.loop]
+    for note in loop.report_notes():
+        lines += [note, ""]
+    extra_head = "".join(f" {c} |" for c in loop.report_columns())
     lines += [f"| policy | case |{extra_head} mean | ± 95% CI | std | median | compile s | run s | µs / seed-round |",
-              "|---|---|" + ("---|---:|" if regression else "") + "---:|---:|---:|---:|---:|---:|---:|"]
+              "|---|---|" + "---|" * len(loop.report_columns()) + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r.stored
         batch = f" (batch of {s.batch_size})" if s.batch_size > 1 else ""
-        extra_cells = ""
-        if regression:
-            clipped = s.cum_reward[:, -1]
-            extra_cells = (f" {r.run.policy['regret']} | {clipped.mean():.1f} ({int(np.sum(clipped > 0))}/"
-                           f"{clipped.size}) |")
+        extra_cells = "".join(f" {c} |" for c in loop.report_cells(r.run, s.curves))
         lines.append(
             f"| {r.run.label} | {r.run.case_label or '—'} |{extra_cells} {np.mean(r.final):.1f} | {r.ci95():.1f} | "
             f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:.1f} | {np.median(r.final):.1f} | "
@@ -268,7 +261,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
                   "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE.", "",
                   "| claim | kind | check | measured | result |", "|---|---|---|---|---|"]
         for c in claims:
-            values = "; ".join(f"`{_cell(t)}`" if " = " in t else f"`{_cell(t)}` = {v:.2f}" for t, v in c.values)
+            values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values)
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
                          f"{claim_verdict(c)} |")
     lines += ["", "## Policy configurations", ""]

@@ -1,0 +1,9 @@
+"""Experiment loops (:class:`~nlbandit.loops.base.Loop`): how an experiment file's runs are resolved,
+computed, stored and reported. :data:`LOOPS` maps the ``loop`` field of an experiment file to its loop."""
+
+from nlbandit.loops.bandit import BanditLoop
+from nlbandit.loops.base import Loop
+from nlbandit.loops.regression import RegressionLoop
+
+LOOPS: dict[str, Loop] = {loop.name: loop for loop in (BanditLoop(), RegressionLoop())}
+"""Every loop, by the name an experiment file's ``loop`` field gives."""

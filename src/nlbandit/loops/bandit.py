@@ -1,0 +1,102 @@
+"""The bandit loop (``loop = "bandit"``, the default): environments of :data:`nlbandit.envs.registry.ENVS`,
+policies of :data:`nlbandit.policies.registry.POLICIES`, simulated by :func:`nlbandit.core.simulate.simulate`.
+
+Stored curves: ``regret`` (cumulative pseudo-regret) and ``reward`` (cumulative realised reward), plus the
+chosen arm of every round. A batch checkpoints after every chunk; when a process dies, the next call
+resumes the batch from its last checkpoint, and the results are bit-identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nlbandit.core.hyper import ConfigError
+from nlbandit.core.simulate import SimProgress, simulate
+from nlbandit.core.types import ProblemSpec
+from nlbandit.envs.registry import env_entry, make_env, resolve_env
+from nlbandit.loops.base import Loop, batch_id, check_memory, stored_row, traced_params
+from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
+
+MAX_ARMS = 2**31 - 1
+"""The most arms: the engine stores chosen arms as int32."""
+ARM_BYTES = 24
+"""Host bytes per seed and round of the chosen arms: the int32 array, the two copies that serialise it into
+each checkpoint, another in the database, and the 8-byte references of the integer lists stored per seed."""
+
+
+class BanditLoop(Loop):
+    """Contextual bandit simulation: pseudo-regret and reward curves, chosen arms, checkpointed batches."""
+
+    name = "bandit"
+    metrics = ("regret", "reward")
+
+    def fixed_env_fields(self, env, where):
+        """The name and the environment's list-valued hyperparameters (e.g. ``arm_set``)."""
+        return ("name",) + tuple(h.name for h in env_entry(env.get("name"), where).hypers if h.kind is list)
+
+    def case_env(self, env, horizon, n_seeds, record_points, where):
+        """The resolved environment, refused when K exceeds :data:`MAX_ARMS` or its runs' arrays exceed memory."""
+        env = resolve_env(env, where)
+        if env["k"] > MAX_ARMS:
+            raise ConfigError(f"{where}: field 'k' = {env['k']} is more than {MAX_ARMS} (arm indices are int32)")
+        check_memory(self.memory(env, horizon, n_seeds, record_points, False), "every run on this environment", where)
+        return env
+
+    def resolve_series(self, policy, env, series_env, horizon, where):
+        """The policy resolved, adapted to the environment (e.g. its link) and checked against it."""
+        resolved = check_policy_env(resolve_policy(policy, where), make_env(**env), horizon, where)
+        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].max_horizon is not None
+        return env, resolved, history
+
+    def split(self, policy):
+        """:func:`~nlbandit.policies.registry.split_policy_config`."""
+        return split_policy_config(policy)
+
+    def code_modules(self, policy, env):
+        """The engine, the policy's modules and the environment's constructor."""
+        return ("nlbandit.core.simulate", *policy_entry(policy).modules(), env_entry(env).make.__module__)
+
+    def memory(self, env, horizon, n_seeds, record_points, history):
+        """Chosen arms (S×T, :data:`ARM_BYTES` each), curves (2×S×P float64), arm pools (S×K×d float64) and,
+        for a policy with a history buffer, its S×T×d float64 rows."""
+        return {
+            "chosen arms S×T": ARM_BYTES * n_seeds * horizon,
+            "curves": 16 * n_seeds * min(record_points, horizon),
+            "environment arrays": 8 * n_seeds * env["d"] * env["k"],
+            "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
+        }
+
+    def run_batch(self, exp, store, batch, tag, *, progress, chunk_size, log, on_checkpoint):
+        """:func:`~nlbandit.core.simulate.simulate` with ``grid=True`` over the batch, resuming from and saving
+        checkpoints."""
+        first = batch[0]
+        env = make_env(**first.env)
+        policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
+        params, grid = traced_params(self, batch)
+        key = batch_id(batch)
+        saved = store.load_checkpoint(key)
+        resume = SimProgress.from_bytes(saved) if saved is not None else None
+        case = f" ({first.case_label})" if first.case else ""
+        log(f"{tag} {', '.join(r.label for r in batch)}{case}: {first.n_seeds} seeds x {first.horizon} rounds"
+            + (f", resuming at round {resume.t_done}" if resume else ""))
+
+        def checkpoint(prog: SimProgress) -> None:
+            store.save_checkpoint(key, prog.t_done, prog.to_bytes())
+            if on_checkpoint is not None:
+                on_checkpoint(prog)
+
+        res = simulate(env, policy, params, first.horizon, range(first.n_seeds), grid=grid, chunk_size=chunk_size,
+                       max_points=first.record_points, progress=tag if progress else False, on_chunk=checkpoint,
+                       resume=resume)
+        pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
+        store.save_runs(key, [
+            stored_row(exp, r, res.rounds, {"regret": pick(res.cum_regret, i), "reward": pick(res.cum_reward, i)},
+                       pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s, chunk_size=res.chunk_size,
+                       chunk_seconds=res.chunk_seconds, batch_size=len(batch))
+            for i, r in enumerate(batch)])
+        log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s "
+            f"({1e6 * res.run_s / (first.horizon * first.n_seeds * len(batch)):.2f} µs per seed-round)")
+
+    def regret_name(self, runs):
+        """``cumulative pseudo-regret``."""
+        return "cumulative pseudo-regret"

@@ -1,0 +1,134 @@
+"""The interface every experiment loop implements (:class:`Loop`), and the pieces its runners share.
+
+A loop is one way of turning an experiment file's runs into stored results: the bandit simulation
+(:mod:`nlbandit.loops.bandit`), online regression (:mod:`nlbandit.loops.regression`), and later the
+logged-data replay. It owns everything that differs between them — which registries its ``[env]`` and
+``[[policies]]`` tables name, how a series is resolved against its environment, which modules' source keys
+its runs, how a batch of runs is computed, which curves it stores and which columns its report adds — so
+that ``experiments/spec.py``, ``experiments/runner.py``, the store and the report hold no branch on the
+loop. A new loop is one module defining a :class:`Loop` subclass and one line in :data:`nlbandit.loops.LOOPS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable
+
+import jax.numpy as jnp
+import numpy as np
+
+from nlbandit import __version__
+from nlbandit.core.hyper import ConfigError
+
+if TYPE_CHECKING:  # type names only: experiments/ imports this package, not the other way round
+    from nlbandit.experiments.spec import Experiment, RunConfig
+    from nlbandit.store import Store
+
+
+class Loop(ABC):
+    """One experiment loop.
+
+    Attributes:
+      name: the value of an experiment file's ``loop`` field.
+      metrics: the cumulative curves each run stores, by name; the first is the regret that tables,
+        plots and claims read.
+      series_env: whether a ``[[policies]]`` table may carry its own environment fields (``env = {...}``).
+    """
+
+    name: str
+    metrics: tuple[str, ...]
+    series_env: bool = False
+
+    @abstractmethod
+    def fixed_env_fields(self, env: dict[str, Any], where: str) -> tuple[str, ...]:
+        """The fields of an ``[env]`` table that are never grids (the name, array-valued fields)."""
+
+    @abstractmethod
+    def case_env(self, env: dict[str, Any], horizon: int, n_seeds: int, record_points: int,
+                 where: str) -> dict[str, Any]:
+        """One environment case of the file, validated as far as it can be before the series are known
+        (with :func:`check_memory` when its arrays are known)."""
+
+    @abstractmethod
+    def resolve_series(self, policy: dict[str, Any], env: dict[str, Any], series_env: dict[str, Any],
+                       horizon: int, where: str) -> tuple[dict[str, Any], dict[str, Any], bool]:
+        """Validate one series configuration on one environment case; return (the run's resolved environment,
+        its resolved policy, whether the policy keeps a T-sized history buffer)."""
+
+    @abstractmethod
+    def split(self, policy: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A resolved policy's (static keyword arguments, traced hyperparameters)."""
+
+    def batch_fields(self, run: "RunConfig") -> list[Any]:
+        """What, beyond the environment, the policy's static part and the sizes, runs must share to be
+        computed side by side."""
+        return []
+
+    @abstractmethod
+    def code_modules(self, policy: str, env: str) -> tuple[str, ...]:
+        """The modules whose source (with everything they import) computes a run of ``policy`` on ``env``."""
+
+    @abstractmethod
+    def memory(self, env: dict[str, Any], horizon: int, n_seeds: int, record_points: int,
+               history: bool) -> dict[str, int]:
+        """Bytes of one run's dominant arrays, by name (checked against the machine's memory at load)."""
+
+    @abstractmethod
+    def run_batch(self, exp: "Experiment", store: "Store", batch: list["RunConfig"], tag: str, *, progress: bool,
+                  chunk_size: int, log: Callable[[str], None], on_checkpoint: Callable | None) -> None:
+        """Compute ``batch`` (runs differing only in traced hyperparameters) and store its results
+        (:meth:`nlbandit.store.Store.save_runs`, with the curves named in :attr:`metrics`)."""
+
+    @abstractmethod
+    def regret_name(self, runs: list["RunConfig"]) -> str:
+        """The axis and table label of the first metric, e.g. ``cumulative pseudo-regret``."""
+
+    def report_columns(self) -> tuple[str, ...]:
+        """Extra columns of the report's results table, after the case."""
+        return ()
+
+    def report_cells(self, run: "RunConfig", curves: dict[str, np.ndarray]) -> tuple[str, ...]:
+        """The cells of :meth:`report_columns` for one stored run (its curves by metric, (S, P) each)."""
+        return ()
+
+    def report_notes(self) -> list[str]:
+        """Paragraphs printed above the results table (what the extra columns mean)."""
+        return []
+
+
+def batch_id(batch: list["RunConfig"]) -> str:
+    """The store's key of a batch's checkpoint: a hash of its run ids."""
+    return hashlib.sha256(" ".join(sorted(r.run_id for r in batch)).encode()).hexdigest()[:20]
+
+
+def traced_params(loop: Loop, batch: list["RunConfig"]) -> tuple[dict[str, jnp.ndarray], bool]:
+    """The traced hyperparameters of a batch as float64 arrays (with a leading grid axis, and ``True``, when
+    it has several runs)."""
+    traced = [loop.split(r.policy)[1] for r in batch]
+    grid = len(batch) > 1
+    return {k: jnp.asarray([t[k] for t in traced] if grid else traced[0][k], jnp.float64) for k in traced[0]}, grid
+
+
+def stored_row(exp: "Experiment", run: "RunConfig", rounds: np.ndarray, curves: dict[str, np.ndarray],
+               arms: np.ndarray, *, compile_s: float, run_s: float, chunk_size: int, chunk_seconds: list[float],
+               batch_size: int) -> dict[str, Any]:
+    """One finished run as :meth:`nlbandit.store.Store.save_runs` takes it."""
+    return dict(run_id=run.run_id, experiment=f"{exp.paper}/{exp.name}", label=run.label, config=run.identity(),
+                version=__version__, rounds=rounds, curves=curves, arms=arms, compile_s=compile_s, run_s=run_s,
+                chunk_size=chunk_size, chunk_seconds=chunk_seconds, batch_size=batch_size)
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory of this machine (``os.sysconf``): the most an experiment's batch may need."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_memory(parts: dict[str, int], what: str, where: str) -> None:
+    """Refuse ``what`` when its arrays (``parts``: bytes by name) need more than :func:`physical_memory`."""
+    need, limit = sum(parts.values()), physical_memory()
+    if need > limit:
+        detail = ", ".join(f"{name} {need_b / 2**30:.3g} GiB" for name, need_b in parts.items() if need_b)
+        raise ConfigError(f"{where}: {what} needs about {need / 2**30:.3g} GiB of memory ({detail}), more than this "
+                          f"machine's {limit / 2**30:.3g} GiB of physical memory; lower the horizon, seeds, d or k")
