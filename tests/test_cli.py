@@ -12,6 +12,7 @@ import pytest
 from nlbandit.cli import main
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.spec import load_experiment
+from nlbandit.provenance import package_hash
 from nlbandit.store import Store
 
 TINY = """
@@ -64,6 +65,7 @@ def test_run_report_check(tiny, tmp_path, capsys):
     assert "TS [v=0.2]" in text and "PASS" in text
     md = (out / "tiny.md").read_text()
     assert "nlbandit report" in md and "| ES |" in md and "learns" in md
+    assert f"source hash {package_hash()}" in md and f"(code {load_experiment(tiny).runs[0].code})" in md
     assert (out / "tiny.png").read_bytes()[:4] == b"\x89PNG"
     with Store(db) as store:
         exp = load_experiment(tiny, "quick")
