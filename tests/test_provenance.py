@@ -49,8 +49,8 @@ with Store(sys.argv[2]) as store:
 
 
 STORED = dict(experiment="p/e", label="L", rounds=np.array([1]), version="0",
-              curves={"regret": np.zeros((1, 1)), "reward": np.zeros((1, 1))}, arms=np.zeros((1, 1), np.int32), compile_s=0.0, run_s=0.0, chunk_size=1,
-              chunk_seconds=[0.0], batch_size=1)
+              curves={"regret": np.zeros((1, 1)), "reward": np.zeros((1, 1))}, arms=np.zeros((1, 1), np.int32),
+              compile_s=0.0, run_s=0.0, chunk_size=1, chunk_seconds=[0.0], batch_size=1)
 """A stored run's fields other than its id and identity."""
 IDENTITY = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}}
 

@@ -268,7 +268,8 @@ class Store:
         if with_arms:
             a = self.con.execute("SELECT arms FROM arms WHERE run_id = ? ORDER BY seed", [run_id]).fetchall()
             arms = np.array([x[0] for x in a], dtype=np.int32)
-        return StoredRun(run_id, label, json.loads(config), rounds, curves, compile_s, run_s, chunk_size, list(chunk_seconds), batch_size, arms)
+        return StoredRun(run_id, label, json.loads(config), rounds, curves, compile_s, run_s, chunk_size,
+                         list(chunk_seconds), batch_size, arms)
 
     def index(self) -> list[dict[str, Any]]:
         """Every finished run: run_id, experiment, label, config (the run's identity, with its ``code``

@@ -126,7 +126,8 @@ def run_code(policy: str, env: str, loop: str = "bandit") -> str:
     (or learner) on ``env`` (or stream) in ``loop``: the loop's engine, the policy's and the environment's
     constructors with everything they import (:meth:`~nlbandit.loops.base.Loop.code_modules`), and the
     loop's own module and its base, which decide what is stored."""
-    return code_hash(LOOPS[loop].code_modules(policy, env), shallow=(type(LOOPS[loop]).__module__, "nlbandit.loops.base"))
+    return code_hash(LOOPS[loop].code_modules(policy, env),
+                     shallow=(type(LOOPS[loop]).__module__, "nlbandit.loops.base"))
 
 
 @dataclass(frozen=True)
