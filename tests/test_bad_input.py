@@ -247,9 +247,9 @@ def test_rewards_that_would_overflow_are_refused(tmp_path, old, new, field):
 
 
 @pytest.fixture(scope="module")
-def uniform():
+def small_problem():
     env = nb.make_env("linear", d=2, k=3)
-    policy, params = nb.make_policy("uniform", nb.ProblemSpec(2, 3, 10))
+    policy, params = nb.make_policy("lin-ts", nb.ProblemSpec(2, 3, 10))  # its params record: (lam, v)
     return env, policy, params
 
 
@@ -269,21 +269,24 @@ def uniform():
     (dict(max_points=-5), "max_points must be an integer >= 1, got -5"),
     (dict(chunk_size=0), "chunk_size must be an integer >= 1, got 0"),
     (dict(chunk_size=2.5), "chunk_size must be an integer >= 1, got 2.5"),
-    (dict(grid=True, params={"a": 1.0}), "params: grid=True needs every leaf to have the same leading grid length"),
-    (dict(grid=True, params={"a": np.ones(2), "b": np.ones(3)}), "got leaf shapes [(2,), (3,)]"),
-    (dict(grid=True, params={}), "params: grid=True needs every leaf"),
+    (dict(grid=True, params={"lam": 1.0, "v": 1.0}), "params: grid=True needs every leaf to have the same leading "
+                                                      "grid length"),
+    (dict(grid=True, params={"lam": np.ones(2), "v": np.ones(3)}), "got leaf shapes [(2,), (3,)]"),
+    (dict(params={}), "params must have exactly the fields lam, v; missing lam, v"),
+    (dict(params={"lam": 1.0, "v": 1.0, "alpha": 1.0}), "params must have exactly the fields lam, v; unknown alpha"),
+    (dict(params=[1.0, 1.0]), "params must be a mapping with the fields lam, v, got list"),
 ])
-def test_simulate_arguments_are_validated(uniform, kwargs, expected):
-    env, policy, params = uniform
+def test_simulate_arguments_are_validated(small_problem, kwargs, expected):
+    env, policy, params = small_problem
     args = dict(params=params, horizon=10, seeds=[0, 1]) | kwargs
     with pytest.raises(ValueError, match=re.escape(expected)):
         nb.simulate(env, policy, args.pop("params"), args.pop("horizon"), args.pop("seeds"), **args)
 
 
-def test_simulate_refuses_a_resume_of_another_shape(uniform):
+def test_simulate_refuses_a_resume_of_another_shape(small_problem):
     from nlbandit.core.simulate import SimProgress, recorded_rounds
 
-    env, policy, params = uniform
+    env, policy, params = small_problem
     points = recorded_rounds(10, 2000).size
 
     def progress(n_seeds, horizon):
@@ -299,8 +302,8 @@ def test_simulate_refuses_a_resume_of_another_shape(uniform):
     ("mask", "seed 7, round 3: regret -inf"),  # no arm available in round 3
     ("reward", "seed 7, round 4: regret 0.0, reward nan"),  # a NaN reward in round 4
 ])
-def test_non_finite_rounds_are_reported_after_the_chunk(uniform, broken, expected):
-    env, policy, params = uniform
+def test_non_finite_rounds_are_reported_after_the_chunk(small_problem, broken, expected):
+    env, policy, params = small_problem
     if broken == "mask":
         env = env._replace(observe=lambda state, key, t: (state.arms, jnp.full(3, t != 3)),
                            mean=lambda state, ctx: jnp.zeros(3))

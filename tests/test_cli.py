@@ -238,3 +238,28 @@ def test_check_a_folder(tmp_path, capsys):
     fresh = tmp_path / "fresh.duckdb"
     assert main(["check", str(folder), "--db", str(fresh), "--out", str(out), "--no-progress"]) == 2
     assert "z.toml" in capsys.readouterr().err and not fresh.exists()
+
+
+def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
+    # Lin-TS's v grid is one batch of two; once a claim reads one point's time, that point is computed
+    # again alone (same arms) and its stored time is its own; the other point keeps its batch.
+    from nlbandit.experiments.claims import timed_runs
+
+    exp = load_experiment(tiny, "quick")
+    ts = [r for r in exp.runs if r.policy["name"] == "lin-ts"]
+    with Store(tmp_path / "t.duckdb") as store:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == len(exp.runs)
+        before = {r.run_id: store.load(r.run_id, with_arms=True) for r in ts}
+        assert {s.batch_size for s in before.values()} == {2}
+        claim = type(exp.claims[0])("t", "", f"runtime({ts[0].label!r}) > 0", "pass")
+        exp.claims[:] = [claim]
+        assert timed_runs(exp) == {ts[0].run_id}
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == 1
+        assert any("computed again alone" in m for m in logs)
+        after = {r.run_id: store.load(r.run_id, with_arms=True) for r in ts}
+        assert after[ts[0].run_id].batch_size == 1 and after[ts[1].run_id].batch_size == 2
+        np.testing.assert_array_equal(after[ts[0].run_id].arms, before[ts[0].run_id].arms)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # now stored alone
+    exp.claims[:] = [type(claim)("t", "", "runtime(label) > 0", "pass")]  # not a literal: every run
+    assert timed_runs(exp) == {r.run_id for r in exp.runs}

@@ -161,13 +161,25 @@ def test_resume_and_seed_split_are_bit_identical(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_params_are_a_record_of_exactly_the_traced_hyperparameters(name):
+    policy, params, env = setup(name)
+    declared = {h.name: h for h in policy_entry(name).hypers}
+    assert type(params) is policy.params_type
+    assert all(f in declared and not declared[f].static for f in params._fields)
+    assert all(np.ndim(v) == 0 and np.asarray(v).dtype == np.float64 for v in params)
+    with pytest.raises(ValueError, match="params must have exactly the fields"):
+        nb.simulate(env, policy, {**params, "not_a_field": 1.0}, T, SEEDS)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_grid_over_traced_hyperparameters_equals_plain_runs(name):
     policy, params, env = setup(name)
     if not params:
         pytest.skip(f"{name} has no traced hyperparameters")
     res, _, _ = masked_run(name)
     stacked = jax.tree.map(lambda v: jnp.stack([v, v]), params)
-    grid = nb.simulate(stressed(env), policy, stacked, T, SEEDS, chunk_size=T // 2, grid=True)
+    assert type(stacked) is policy.params_type  # the record survives tree maps
+    grid = nb.simulate(stressed(env), policy, dict(stacked), T, SEEDS, chunk_size=T // 2, grid=True)  # a plain dict
     for g in range(2):
         np.testing.assert_array_equal(grid.arms[g], res.arms)
         np.testing.assert_allclose(grid.cum_regret[g], res.cum_regret, rtol=1e-12, atol=1e-12)

@@ -91,7 +91,7 @@ def test_grid_equals_separate_runs_with_common_random_numbers():
     spec = nb.ProblemSpec(5, 10, 300)
     pol, p1 = nb.make_policy("lin-ts", spec, v=0.1)
     _, p2 = nb.make_policy("lin-ts", spec, v=1.0)
-    grid = {k: jnp.stack([p1[k], p2[k]]) for k in p1}
+    grid = jax.tree.map(lambda a, b: jnp.stack([a, b]), p1, p2)  # the policy's params record, stacked
     g = nb.simulate(env, pol, grid, 300, range(3), grid=True)
     assert g.cum_regret.shape[:2] == (2, 3)
     for i, p in enumerate((p1, p2)):

@@ -28,6 +28,7 @@ from scipy.optimize import NonlinearConstraint, minimize
 
 import nlbandit as nb
 from nlbandit.core.keys import seed_keys
+from nlbandit.core.params import params_record
 from nlbandit.policies.logistic import (
     ada_ofu_ecolog,
     ecolog_step,
@@ -56,8 +57,9 @@ UCB1_PARAMS = {"s": 2.5, "delta": 0.05, "kappa": 0.0, "lam_scale": 1.0, "lam": 1
 ECO_PARAMS = {"lam": 1.0, "s": 2.5, "delta": 0.05, "alpha": 1.0}
 
 
-def _params(values: dict[str, float]) -> dict[str, jax.Array]:
-    return {k: jnp.asarray(v, jnp.float64) for k, v in values.items()}
+def _params(values: dict[str, float]):
+    """The family constructors' policies read their params as a record (``params.lam``)."""
+    return params_record("CaseParams", tuple(values))(**{k: jnp.asarray(v, jnp.float64) for k, v in values.items()})
 
 
 class UCB1Ref:

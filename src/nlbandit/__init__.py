@@ -7,7 +7,7 @@ keep their incremental inverses in float64, which a float32 Sherman–Morrison u
 It also asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_optimization_level=1`` in
 ``XLA_FLAGS``) unless ``XLA_FLAGS`` already sets a level, which takes effect when JAX starts its backend
 after this import. A simulation is compiled once per batch of runs and most batches run for seconds, so
-compile time is much of an experiment's time: level 1 compiles a GLM batch's programs in about 60% of the
+compile time is much of an experiment's time: level 1 compiles a GLM batch's programs in about two thirds (68%) of the
 default level's time at the same run time, and gave bit-identical results on the policies compared
 (README, Performance). The flags are part of every run's code hash (:mod:`nlbandit.provenance`).
 """

@@ -205,6 +205,14 @@ class Store:
         rows = self.con.execute("SELECT run_id FROM runs WHERE list_contains(?, run_id)", [run_ids]).fetchall()
         return {r[0] for r in rows}
 
+    def batch_sizes(self, run_ids: list[str]) -> dict[str, int]:
+        """For the stored runs among ``run_ids``: how many runs were computed side by side with each."""
+        if not run_ids:
+            return {}
+        rows = self.con.execute("SELECT run_id, batch_size FROM runs WHERE list_contains(?, run_id)",
+                                [run_ids]).fetchall()
+        return dict(rows)
+
     def load_checkpoint(self, batch_id: str) -> bytes | None:
         """The saved progress of a batch, or None."""
         row = self.con.execute("SELECT progress FROM checkpoints WHERE batch_id = ?", [batch_id]).fetchone()

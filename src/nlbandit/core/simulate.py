@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.params import as_params
 from nlbandit.core.types import Env, Policy, to_dtype
 
 
@@ -214,8 +215,11 @@ def simulate(
 
     Args:
       env, policy: the environment and policy (see :mod:`nlbandit.core.types`).
-      params: the policy's traced hyperparameters; with ``grid=True`` every leaf has a leading axis G and
-        the grid points are run side by side (common random numbers: all see the same instances/noise).
+      params: the policy's traced hyperparameters: its params record (as
+        :func:`~nlbandit.policies.registry.make_policy` returns it) or a dict of the same fields (converted
+        to the record, :attr:`Policy.params_type`); with ``grid=True`` every leaf has a leading axis G
+        and the grid points are run side by side (common random numbers: all see the same instances and
+        noise).
       horizon: number of rounds T ≥ 1.
       seeds: integer seeds, one per repetition.
       chunk_size: rounds per compiled chunk (progress and checkpoints advance per chunk).
@@ -230,7 +234,8 @@ def simulate(
     Raises:
       ValueError: naming the argument, before anything is computed: ``horizon`` not an integer in
         [1, 2³¹ − 1]; ``seeds`` empty, not integers in [0, 2³² − 1] or not distinct; ``chunk_size`` or
-        ``max_points`` not an integer >= 1; with ``grid=True``, ``params`` leaves without one common
+        ``max_points`` not an integer >= 1; ``params`` missing a field of the policy's record or with
+        one it does not have; with ``grid=True``, ``params`` leaves without one common
         leading length G >= 1; ``resume`` from a call with other shapes; or the policy cannot run on the
         environment (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level,
         rewards). After a chunk, when a round had no available arm or a non-finite mean or reward.
@@ -245,6 +250,7 @@ def simulate(
         if not integer(value) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     check_compatible(policy, env, policy.spec, horizon)
+    params = as_params(policy.params_type, params)
     try:
         seed_list = list(np.asarray(seeds).tolist() if isinstance(seeds, (np.ndarray, jax.Array)) else seeds)
     except TypeError:  # a single number

@@ -149,6 +149,10 @@ class Policy(NamedTuple):
         incremental inverses of the linear and GLM policies need it, see :mod:`nlbandit.models.ridge`) or
         ``"float32"`` (neural models). The engine hands the policy its params, contexts and feedback in
         this type (:func:`to_dtype`); the environment's means and the regret stay float64.
+      params_type: the params record class (:mod:`nlbandit.core.params`) of a registered policy (set by
+        :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
+        a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
+        params pass as given.
     """
 
     name: str
@@ -160,6 +164,7 @@ class Policy(NamedTuple):
     requires: Requirements = Requirements()
     spec: ProblemSpec | None = None
     dtype: str = "float64"
+    params_type: type | None = None
 
 
 def to_dtype(tree: PyTree, dtype: str) -> PyTree:

@@ -12,8 +12,8 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   curve (≈ 1 for linear regret, ≈ 0.41 for √T growth; spec 002 §6.2);
 * ``stuck(label, threshold=0.8, **case)``: the fraction of seeds whose own ρ_late exceeds ``threshold``
   (instances whose regret still grows linearly);
-* ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded; runs
-  simulated side by side in one grid share their batch's time equally);
+* ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded); the runs
+  a runtime claim reads are computed alone, never side by side with other grid points (:func:`timed_runs`);
 * ``quantile(label, q, t=None, **case)``: the q-quantile across seeds of the regret at round t;
 * ``r2(label, key, t=None, **case)`` / ``slope(label, key, t=None, **case)``: R² and slope of the
   least-squares line through the mean regret at round t against the environment grid key ``key`` (e.g.
@@ -511,3 +511,23 @@ def validate_claim(check: str, exp, where: str) -> None:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None
+
+
+def timed_runs(exp) -> set[str]:
+    """The run ids whose measured run time a claim of ``exp`` reads (``runtime(label, **case)``).
+
+    A run computed side by side with others shares their batch's time, which is the pace of its slowest
+    lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone. A
+    label or case keyword that is not a literal selects every run it could mean.
+    """
+    out: set[str] = set()
+    for claim in exp.claims:
+        for node in ast.walk(ast.parse(claim.check, mode="eval")):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "runtime"):
+                continue
+            first = node.args[0] if node.args else None
+            label = first.value if isinstance(first, ast.Constant) else None
+            case = {k.arg: k.value.value for k in node.keywords if k.arg and isinstance(k.value, ast.Constant)}
+            out |= {r.run_id for r in exp.runs if label in (None, r.label)
+                    and all(dict(r.case).get(k) == v for k, v in case.items())}
+    return out

@@ -8,7 +8,6 @@ resumes the batch from its last checkpoint, and the results are bit-identical to
 
 from __future__ import annotations
 
-from typing import Any
 
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.simulate import SimProgress, simulate

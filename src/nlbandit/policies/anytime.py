@@ -85,8 +85,9 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
     ends_j = jnp.asarray(ends)
     table_j = {name: jnp.asarray(v) for name, v in table.items()}
 
-    def epoch_params(params, epoch):
-        return {**params, **{name: v[epoch] for name, v in table_j.items()}}
+    def epoch_params(params, epoch):  # a params record (registered policies) or a dict (hand-built ones)
+        values = {name: v[epoch] for name, v in table_j.items()}
+        return params._replace(**values) if hasattr(params, "_replace") else {**params, **values}
 
     def fresh(params, epoch, key, arms, mask):
         k_init, k_prep = jax.random.split(key)

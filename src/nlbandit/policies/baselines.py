@@ -37,7 +37,7 @@ def greedy(spec: ProblemSpec) -> Policy:
     """Play argmax_x xᵀθ̂ with θ̂ the ridge estimate (params: ``lam``); no exploration."""
 
     def init(params, key):
-        return ridge_init(spec.d, params["lam"])
+        return ridge_init(spec.d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
         scores = contexts @ ridge_theta(state)
@@ -51,11 +51,11 @@ def eps_greedy(spec: ProblemSpec) -> Policy:
     """Greedy on the ridge estimate, but a uniformly random arm with probability ``epsilon``."""
 
     def init(params, key):
-        return ridge_init(spec.d, params["lam"])
+        return ridge_init(spec.d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
         scores = contexts @ ridge_theta(state)
-        arm, p = epsilon_greedy(key, scores, mask, params["epsilon"])
+        arm, p = epsilon_greedy(key, scores, mask, params.epsilon)
         return arm, act_info(scores[arm], 0.0, p)
 
     return Policy("eps-greedy", init, act, ridge_learn)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.params import params_record
 from nlbandit.core.types import Env, Policy
 
 
@@ -25,8 +26,8 @@ class PolicyEntry:
     Attributes:
       name: registry name.
       make: ``make(spec, **static_hyperparameters) -> Policy``.
-      hypers: declared hyperparameters (static ones go to ``make``, the rest into ``params``, the traced
-        pytree of float scalars).
+      hypers: declared hyperparameters (static ones go to ``make``, the rest into ``params``, the
+        policy's typed params record of float scalars, :attr:`params_type`).
       doc: one line for ``nlbandit list``.
       finalize: fills values that default to other values (e.g. prior_scale = σ_R) and checks relations
         between fields.
@@ -55,6 +56,14 @@ class PolicyEntry:
     def static_names(self) -> tuple[str, ...]:
         """Names of the shape- or code-path-changing hyperparameters (passed to ``make``)."""
         return tuple(h.name for h in self.hypers if h.static and h.name not in self.boundary)
+
+    @property
+    def params_type(self) -> type:
+        """The policy's params record (:mod:`nlbandit.core.params`): one field per traced hyperparameter, in
+        declaration order; e.g. ``LinUcbParams(lam, alpha, sigma, delta, s)`` for ``lin-ucb``."""
+        static = set(self.static_names()) | set(self.boundary)
+        title = "".join(part.capitalize() for part in self.name.replace("@", "-").split("-"))
+        return params_record(f"{title}Params", tuple(h.name for h in self.hypers if h.name not in static))
 
     def split(self, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split a resolved config into (static keyword arguments, traced hyperparameters); boundary-only

@@ -103,7 +103,7 @@ def _init_state(setup: Setup, params, targets: int | None) -> GLMState:
     theta = jnp.zeros((d,) if targets is None else (targets, d))
     rows = empty_rows(setup.capacity, d, targets)
     cap = warmup_capacity(setup.warmup, d, setup.spec.k, setup.warmup_rounds, setup.basis_pulls)
-    return GLMState(rows, theta, jnp.zeros((d,)), jnp.eye(d) / params["lam"], jnp.zeros(()), empty_warmup(cap))
+    return GLMState(rows, theta, jnp.zeros((d,)), jnp.eye(d) / params.lam, jnp.zeros(()), empty_warmup(cap))
 
 
 def _prepare(setup: Setup):
@@ -122,8 +122,8 @@ def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array
     link = LINKS[setup.link]
     active = None if setup.backend == "arms" else (rows.count, HISTORY_BLOCK)
     if setup.solver == "newton":
-        return newton_solve(link, rows.x, rows.n, targets, params["lam"], theta0, active=active).theta
-    return gd_solve(link, rows.x, rows.n, targets, params["lam"], theta0, setup.gd_steps, params["lr"],
+        return newton_solve(link, rows.x, rows.n, targets, params.lam, theta0, active=active).theta
+    return gd_solve(link, rows.x, rows.n, targets, params.lam, theta0, setup.gd_steps, params.lr,
                     setup.reduction, active=active)
 
 
@@ -161,7 +161,7 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
 
 def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
     """(m,) perturbed rewards Y + Z^j, Z^j ~ N(0, σ_R²): one fresh draw per model, kept for ever (spec 003 §2.5)."""
-    return reward + params["sigma_r"] * normal(key, (m,))
+    return reward + params.sigma_r * normal(key, (m,))
 
 
 def _refit_mle(setup: Setup):
@@ -191,10 +191,10 @@ def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
 
     def rho(params, state):
         if width == "constant":
-            return params["alpha"]
+            return params.alpha
         n = _theory_n(setup)
-        return theory.glm_ucb_width(n, n, spec.d, link.mu_dot_max, params["mu_dot_min"], state.arm_norm,
-                                    params["lam"], params["reward_bound"], 1.0 / n)
+        return theory.glm_ucb_width(n, n, spec.d, link.mu_dot_max, params.mu_dot_min, state.arm_norm,
+                                    params.lam, params.reward_bound, 1.0 / n)
 
     def score(params, state, key, contexts):
         bonus = rho(params, state) * mahalanobis_widths(state.v_inv, contexts)
@@ -215,9 +215,9 @@ def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
 
     def alpha(params):
         if width == "constant":
-            return params["alpha"]
+            return params.alpha
         n = _theory_n(setup)
-        return theory.ucb_glm_width(params["sigma"], params["mu_dot_min"], n, spec.d, 1.0 / n)
+        return theory.ucb_glm_width(params.sigma, params.mu_dot_min, n, spec.d, 1.0 / n)
 
     def score(params, state, key, contexts):
         bonus = alpha(params) * mahalanobis_widths(state.v_inv, contexts)
@@ -227,12 +227,12 @@ def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
 
 
 def _scale_a(setup: Setup, params, scale: str, fpl: bool) -> jax.Array:
-    """The perturbation scale a: ``params["a"]``, or the theory value of spec 002 §2.6
+    """The perturbation scale a: ``params.a``, or the theory value of spec 002 §2.6
     (TSL: c1 √μ̇_max; FPL: c1 μ̇_max)."""
     if scale == "constant":
-        return params["a"]
+        return params.a
     mu_dot_max = LINKS[setup.link].mu_dot_max
-    c1 = theory.kveton_c1(params["sigma"], params["mu_dot_min"], _theory_n(setup), setup.spec.d)
+    c1 = theory.kveton_c1(params.sigma, params.mu_dot_min, _theory_n(setup), setup.spec.d)
     return c1 * (mu_dot_max if fpl else jnp.sqrt(mu_dot_max))
 
 
@@ -265,7 +265,7 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
 
     def refit(params, state, key):
         center = _fit(setup, params, state.rows, state.rows.y, state.center)
-        h = glm_hessian(link, center, state.rows.x, state.rows.n, params["lam"],
+        h = glm_hessian(link, center, state.rows.x, state.rows.n, params.lam,
                         None if setup.backend == "arms" else (state.rows.count, HISTORY_BLOCK))
         chol = jnp.linalg.cholesky(h)
         step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (spec.d,)), lower=False)
@@ -325,17 +325,17 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
         if setup.solver == "ensemble-newton":
             active = None if setup.backend == "arms" else (rows.count, HISTORY_BLOCK)
             return state._replace(theta=ensemble_newton_solve(LINKS[setup.link], rows.x, rows.n, rows.y,
-                                                              params["lam"], state.theta, active=active))
+                                                              params.lam, state.theta, active=active))
         fit = jax.vmap(lambda y, th: _fit(setup, params, rows, y, th), in_axes=(1, 0))
         return state._replace(theta=fit(rows.y, state.theta))
 
     def act(params, state, key, contexts, mask, t):
         words = jax.random.bits(key, (2,), jnp.uint32)
-        j = member_draw(words[0], params["m_used"])
+        j = member_draw(words[0], params.m_used)
         scores = contexts @ state.theta[j]
         chosen, _ = greedy_choice(words[1], scores, mask)
         arm, planned = warmup_arm(state.warmup, t, chosen, mask)
-        p = ensemble_probability(state.theta @ contexts.T, arm, mask, params["m_used"])
+        p = ensemble_probability(state.theta @ contexts.T, arm, mask, params.m_used)
         return arm, act_info(scores[arm], probability=jnp.where(planned, 1.0, p))
 
     return _policy("glm-es", setup, _argmax_theta, refit, targets=m)._replace(act=act)

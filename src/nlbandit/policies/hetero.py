@@ -97,11 +97,11 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
     est = ftrl(LINKS[link], d, spec.horizon, solver)
 
     def beta(params, t):
-        return params["beta_scale"] * confidence_radii(t, params["lam"], d=d, layers=layers, sigma_bar=sigma_bar,
+        return params.beta_scale * confidence_radii(t, params.lam, d=d, layers=layers, sigma_bar=sigma_bar,
                                                        noise_bound=big_r, delta=delta, link=link)
 
     def init(params, key):
-        one = est.init(params["lam"])
+        one = est.init(params.lam)
         return jax.tree.map(lambda a: jnp.broadcast_to(a, (layers,) + a.shape), one)
 
     def act(params, state, key, contexts, mask, t):
@@ -116,7 +116,7 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
     def update(params, state, key, contexts, arm, feedback, t):
         layer = layer_index(feedback.variance_bound, sigma_bar, big_r, layers)
         mine = jax.tree.map(lambda a: a[layer], state)
-        new = est.update(mine, contexts[arm], feedback.reward, params["lam"])
+        new = est.update(mine, contexts[arm], feedback.reward, params.lam)
         return jax.tree.map(lambda a, b: a.at[layer].set(b), state, new)
 
     return Policy("mor-ucb", init, act, update, max_horizon=None if est.solver == "closed-form" else spec.horizon,
@@ -155,10 +155,10 @@ def weighted_oful(spec: ProblemSpec, noise_bound: float = 1.0, sigma_min: float 
     sigma_min = big_r / math.sqrt(d) if sigma_min is None else sigma_min
 
     def init(params, key):
-        return ridge_init(d, params["lam"])
+        return ridge_init(d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
-        beta = params["beta_scale"] * weighted_radius(t - 1, params["lam"], params["s"], d=d, sigma_min=sigma_min,
+        beta = params.beta_scale * weighted_radius(t - 1, params.lam, params.s, d=d, sigma_min=sigma_min,
                                                       noise_bound=big_r, delta=delta)
         bonus = beta * ridge_widths(state, contexts)
         scores = contexts @ ridge_theta(state) + bonus

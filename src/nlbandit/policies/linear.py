@@ -26,9 +26,9 @@ def oful_radius(state: Ridge, params) -> jax.Array:
     √β_t = σ √(2 log(1/δ) + log det V_t − d log λ) + √λ S,
     with σ the sub-Gaussian noise level, S a bound on ‖θ*‖ and δ the failure probability.
     """
-    return params["sigma"] * jnp.sqrt(2.0 * jnp.log(1.0 / params["delta"]) + state.logdet) + jnp.sqrt(
-        params["lam"]
-    ) * params["s"]
+    return params.sigma * jnp.sqrt(2.0 * jnp.log(1.0 / params.delta) + state.logdet) + jnp.sqrt(
+        params.lam
+    ) * params.s
 
 
 def lin_ucb(spec: ProblemSpec, width: str = "oful") -> Policy:
@@ -41,10 +41,10 @@ def lin_ucb(spec: ProblemSpec, width: str = "oful") -> Policy:
     """
 
     def init(params, key):
-        return ridge_init(spec.d, params["lam"])
+        return ridge_init(spec.d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
-        alpha = oful_radius(state, params) if width == "oful" else params["alpha"]
+        alpha = oful_radius(state, params) if width == "oful" else params.alpha
         bonus = alpha * ridge_widths(state, contexts)
         scores = contexts @ ridge_theta(state) + bonus
         arm, p = choose(key, scores, mask)
@@ -62,13 +62,13 @@ def lin_ts(spec: ProblemSpec) -> Policy:
     """
 
     def init(params, key):
-        return ridge_init(spec.d, params["lam"])
+        return ridge_init(spec.d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
         k_z, k_ties = jax.random.split(key)
         z = normal(k_z, (spec.d,))
         center = ridge_theta(state)
-        theta = center + params["v"] * (jnp.linalg.cholesky(state.v_inv) @ z)
+        theta = center + params.v * (jnp.linalg.cholesky(state.v_inv) @ z)
         scores = contexts @ theta
         arm, _ = choose(k_ties, scores, mask)
         return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ center)
@@ -78,7 +78,7 @@ def lin_ts(spec: ProblemSpec) -> Policy:
 
 def _prior_term(key: jax.Array, params, shape: tuple[int, ...]) -> jax.Array:
     """The prior perturbation b₀ = √λ · prior_scale · w, w ~ N(0, I) (Lee & Oh 2024; spec 003 §2.2, U10)."""
-    return jnp.sqrt(params["lam"]) * params["prior_scale"] * normal(key, shape)
+    return jnp.sqrt(params.lam) * params.prior_scale * normal(key, shape)
 
 
 class LinES(NamedTuple):
@@ -107,19 +107,19 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
 
     def init(params, key):
         b0 = _prior_term(key, params, (spec.d, m)).T
-        return LinES(ridge_init(spec.d, params["lam"], b0), jnp.zeros((), jnp.int32))
+        return LinES(ridge_init(spec.d, params.lam, b0), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
         words = jax.random.bits(key, (2,), jnp.uint32)
-        j = member_draw(words[0], params["m_used"])
+        j = member_draw(words[0], params.m_used)
         theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
         scores = contexts @ theta
         arm, _ = greedy_choice(words[1], scores, mask)
         members = ridge_theta(state.ridge) @ contexts.T
-        return arm, act_info(scores[arm], probability=ensemble_probability(members, arm, mask, params["m_used"]))
+        return arm, act_info(scores[arm], probability=ensemble_probability(members, arm, mask, params.m_used))
 
     def update(params, state, key, contexts, arm, feedback, t):
-        z = params["sigma_r"] * normal(key, (m,))
+        z = params.sigma_r * normal(key, (m,))
         return LinES(ridge_update(state.ridge, contexts[arm], feedback.reward + z), state.draws + m)
 
     return Policy("lin-es", init, act, update)
@@ -146,13 +146,13 @@ def lin_phe(spec: ProblemSpec) -> Policy:
     capacity = history_capacity(spec.horizon)
 
     def init(params, key):
-        return LinPHE(ridge_init(spec.d, params["lam"]), jnp.zeros((capacity, spec.d)), jnp.zeros((), jnp.int32))
+        return LinPHE(ridge_init(spec.d, params.lam), jnp.zeros((capacity, spec.d)), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
         k_prior, k_z, k_ties = jax.random.split(key, 3)
         z = history_noise(k_z, state.n, capacity)
         noise = blockwise_sum(lambda x, _, z: x.T @ z, state.xs, z, z, (state.n, HISTORY_BLOCK))
-        b = state.ridge.b + params["sigma_r"] * noise + _prior_term(k_prior, params, (spec.d,))
+        b = state.ridge.b + params.sigma_r * noise + _prior_term(k_prior, params, (spec.d,))
         scores = contexts @ (state.ridge.v_inv @ b)
         arm, _ = choose(k_ties, scores, mask)
         return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ ridge_theta(state.ridge))

@@ -46,9 +46,9 @@ def log_loss(v: jax.Array, r: jax.Array) -> jax.Array:
 
 
 def kappa_of(params) -> jax.Array:
-    """κ: ``params["kappa"]`` when positive, else 1/μ̇(S), the worst case over ‖θ‖ ≤ S and ‖x‖ ≤ 1
+    """κ: ``params.kappa`` when positive, else 1/μ̇(S), the worst case over ‖θ‖ ≤ S and ‖x‖ ≤ 1
     (the reference code's 1/μ̇(S·arm_norm_ub) with arm_norm_ub = 1)."""
-    return jnp.where(params["kappa"] > 0.0, params["kappa"], 1.0 / _LOGISTIC.dmean(params["s"]))
+    return jnp.where(params.kappa > 0.0, params.kappa, 1.0 / _LOGISTIC.dmean(params.s))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -77,8 +77,8 @@ def ucb1_lambda(params, n: jax.Array, d: int, schedule: str) -> jax.Array:
     """λ after n observations: ``lam_scale``·d·log(2 + n) (``schedule="log"``, the reference code's
     λ_t = d log(2 + t)), or the constant ``lam`` (``schedule="constant"``)."""
     if schedule == "log":
-        return params["lam_scale"] * d * jnp.log(2.0 + n)
-    return params["lam"]
+        return params.lam_scale * d * jnp.log(2.0 + n)
+    return params.lam
 
 
 def ucb1_theory_radius(params, lam: jax.Array, n: jax.Array, d: int) -> jax.Array:
@@ -89,7 +89,7 @@ def ucb1_theory_radius(params, lam: jax.Array, n: jax.Array, d: int) -> jax.Arra
 
     n the number of observations in V_t.
     """
-    s, delta = params["s"], params["delta"]
+    s, delta = params.s, params.delta
     info = jnp.log(1.0 / delta) + d * jnp.log(2.0) + 0.5 * d * jnp.log1p(L_MU * n / (d * lam))
     gamma = jnp.sqrt(lam) * (s + 0.5) + 2.0 / jnp.sqrt(lam) * info
     return L_MU * (2.0 + 4.0 * s) * jnp.sqrt(kappa_of(params)) * gamma
@@ -105,7 +105,7 @@ def ucb1_reference_radius(params, lam: jax.Array, logdet_h: jax.Array, d: int) -
 
     with F_d the χ²_d distribution function, F_d(x) = P(d/2, x/2) (regularised lower incomplete gamma).
     """
-    s, delta = params["s"], params["delta"]
+    s, delta = params.s, params.delta
     chi2_ratio = jnp.log(gammainc(0.5 * d, lam)) - jnp.log(gammainc(0.5 * d, 0.5 * lam))
     info = jnp.log(1.0 / delta) + 0.5 * logdet_h - 0.5 * d * jnp.log(lam) + chi2_ratio
     gamma = jnp.minimum(jnp.sqrt(lam) / 2.0 + 2.0 / jnp.sqrt(lam) * info, 1.0 + info)
@@ -184,7 +184,7 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
             rho = ucb1_reference_radius(params, lam, state.logdet_h, d)
             v = state.gram + d * eye
         else:
-            rho = ucb1_theory_radius(params, lam, n, d) if width == "theory" else params["alpha"]
+            rho = ucb1_theory_radius(params, lam, n, d) if width == "theory" else params.alpha
             v = state.gram + kappa_of(params) * lam * eye
         bonus = rho * cholesky_widths(v, contexts)
         scores = _LOGISTIC.mean(contexts @ state.theta) + bonus
@@ -353,7 +353,7 @@ def ecolog_radius_sq(params, state: ECOLogState, t: jax.Array, width: str) -> ja
     disc_sum, γ_t = √λ/2 + (2/√λ) log(2√(1 + t/(4λ))/δ). ``width="lee"`` (the ``nick-jhlee`` fork):
     ν = ½ + 2 log(2√(1 + t/(4λ))/δ), u = (2+S)ν/4 + S²/(2+S), η_t = 4S² + 2(2+S)(u + gap_sum) + 4 log(1+t).
     """
-    lam, s, delta = params["lam"], params["s"], params["delta"]
+    lam, s, delta = params.lam, params.s, params.delta
     t = jnp.asarray(t, jnp.float64)
     log_term = jnp.log(2.0 * jnp.sqrt(1.0 + t / (4.0 * lam)) / delta)
     if width == "ada":
@@ -418,11 +418,11 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
     def init(params, key):
         eye = jnp.eye(d)
         zero = jnp.zeros(())
-        return ECOLogState(jnp.zeros((d,)), params["lam"] * eye, eye / params["lam"], zero, zero,
+        return ECOLogState(jnp.zeros((d,)), params.lam * eye, eye / params.lam, zero, zero,
                            jnp.zeros((), jnp.int32), jnp.zeros((2,), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
-        radius = params["alpha"] if width == "constant" else jnp.sqrt(ecolog_radius_sq(params, state, t, width))
+        radius = params.alpha if width == "constant" else jnp.sqrt(ecolog_radius_sq(params, state, t, width))
         bonus = radius * mahalanobis_widths(state.w_inv, contexts)
         scores = _LOGISTIC.mean(contexts @ state.theta) + bonus
         arm, p = choose(key, scores, mask)
@@ -431,7 +431,7 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
     def update(params, state, key, contexts, arm, feedback, t):
         x = contexts[arm].astype(jnp.float64)
         r = feedback.reward
-        s = params["s"]
+        s = params.s
         wh = whitening(state.w)
         root = jnp.sqrt(wh.evals)
         a = (wh.evecs.T @ x) / root

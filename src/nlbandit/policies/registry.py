@@ -51,19 +51,20 @@ def split_policy_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[st
     return policy_entry(config["name"]).split(config)
 
 
-def build_policy(config: dict[str, Any], spec: ProblemSpec) -> tuple[Policy, dict[str, Any]]:
-    """The policy of a resolved config (``link = "env"`` already adapted), with its traced ``params``
-    (float64 scalars)."""
+def build_policy(config: dict[str, Any], spec: ProblemSpec) -> tuple[Policy, Any]:
+    """The policy of a resolved config (``link = "env"`` already adapted), with its ``params`` (its
+    :attr:`~nlbandit.policies.entry.PolicyEntry.params_type` record of float64 scalars)."""
     static, traced = split_policy_config(config)
     policy = _make(config["name"], spec, tuple(sorted(static.items())))
-    return policy, {k: jnp.asarray(v, jnp.float64) for k, v in traced.items()}
+    return policy, policy.params_type(**{k: jnp.asarray(v, jnp.float64) for k, v in traced.items()})
 
 
 @functools.lru_cache(maxsize=256)
 def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> Policy:
     """One :class:`Policy` object per (name, sizes, static hyperparameters), so that simulations of equal
     policies share their compiled programs (:func:`nlbandit.core.simulate.simulate` caches by object)."""
-    return policy_entry(name).make(spec, **dict(static))._replace(spec=spec)
+    entry = policy_entry(name)
+    return entry.make(spec, **dict(static))._replace(spec=spec, params_type=entry.params_type)
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy") -> dict[str, Any]:
@@ -83,8 +84,10 @@ def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str 
     return config
 
 
-def make_policy(name: str, spec: ProblemSpec, **hyperparameters: Any) -> tuple[Policy, dict[str, Any]]:
-    """Construct a registered policy; return it with its ``params`` pytree (float64 scalars).
+def make_policy(name: str, spec: ProblemSpec, **hyperparameters: Any) -> tuple[Policy, Any]:
+    """Construct a registered policy; return it with its ``params``: its typed record of traced
+    hyperparameters (float64 scalars; :mod:`nlbandit.core.params`), e.g. ``params.sigma_r``. Replace a value
+    with ``params._replace(sigma_r=0.2)``; a grid is a record of equal-length arrays.
 
     Example: ``policy, params = make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
