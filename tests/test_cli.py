@@ -251,7 +251,7 @@ def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == len(exp.runs)
         before = {r.run_id: store.load(r.run_id, with_arms=True) for r in ts}
         assert {s.batch_size for s in before.values()} == {2}
-        claim = type(exp.claims[0])("t", "", f"runtime({ts[0].label!r}) > 0", "pass")
+        claim = type(exp.claims[0])("t", "", f"runtime({ts[0].label!r}) > 0\nand 1 > 0", "pass")  # two lines
         exp.claims[:] = [claim]
         assert timed_runs(exp) == {ts[0].run_id}
         logs: list[str] = []

@@ -439,12 +439,13 @@ def traced_text(text: str, value: float) -> str:
     return text if text.endswith(" (95% CI)") else f"{text} = {value:.2f}"
 
 
-def evaluate_claim(check: str, curves: Curves, horizon: int,
-                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool | None, list[tuple[str, float]]]:
-    """Evaluate ``check``; return its truth (None when undetermined) and the values of every call.
+def parse_claim(check: str) -> ast.Expression:
+    """The syntax tree of a claim (which may span several lines), within the length and depth limits.
 
-    ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``)."""
-    text = " ".join(check.splitlines())  # a claim may span several lines
+    Raises:
+      ConfigError: not an expression, or too long or too deeply nested.
+    """
+    text = " ".join(check.splitlines())
     if len(text) > MAX_CHARS:
         raise ConfigError(f"claim is {len(text)} characters long; at most {MAX_CHARS} are allowed")
     try:
@@ -456,6 +457,16 @@ def evaluate_claim(check: str, curves: Curves, horizon: int,
     depth = _depth(tree)
     if depth > MAX_DEPTH:
         raise ConfigError(f"claim is nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
+    return tree
+
+
+def evaluate_claim(check: str, curves: Curves, horizon: int,
+                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool | None, list[tuple[str, float]]]:
+    """Evaluate ``check``; return its truth (None when undetermined) and the values of every call.
+
+    ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``)."""
+    tree = parse_claim(check)
+    text = " ".join(check.splitlines())
     ev = _Evaluator(curves, horizon, grid)
     try:
         value = ev(tree)
@@ -522,7 +533,7 @@ def timed_runs(exp) -> set[str]:
     """
     out: set[str] = set()
     for claim in exp.claims:
-        for node in ast.walk(ast.parse(claim.check, mode="eval")):
+        for node in ast.walk(parse_claim(claim.check)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "runtime"):
                 continue
             first = node.args[0] if node.args else None
