@@ -55,6 +55,11 @@ def setup(name: str) -> tuple[Policy, dict, Env]:
         config["warmup_rounds"] = 2 * D
     if "t0" in names:
         config["t0"] = 10
+    if "duplicate" in names:  # a neural policy: odd d needs the duplicated input; a small, quickly trained network.
+        # Gradient descent at a fixed step diverges on features scaled by 1e3 (the loss's curvature grows like
+        # ‖x‖^(2L)): a property of the method, which the engine refuses by name (tests/test_neural.py); a step
+        # of 1e-6 is stable at both feature scales of `extreme`.
+        config.update(duplicate=True, width=6, steps=5, lr=1e-6)
     config = resolve_policy(config)
     probe, _ = build_policy({**config, "link": "identity"} if config.get("link") == "env" else config,
                             ProblemSpec(D, K, T))

@@ -86,3 +86,24 @@ def test_kveton_instances():
         assert abs(thetas.var() / v - 1) < 0.1
     with pytest.raises(ValueError, match="theta_var"):  # ConfigError is a ValueError
         nb.make_env("logistic", d=5, k=2, theta_var="3/d")
+
+
+def test_distance_and_quadratic_means_and_noise():
+    """Sun, Wang & Xu (2025) §7.1 / spec 003 §4.2: −‖x − θ*‖ and 10⁻²·xᵀAAᵀx with A ~ N(0, 1)^{d×d}, plus
+    N(0, σ²) noise; arms and θ* on the unit sphere."""
+    dist, quad = instance(nb.make_env("distance", d=6, k=30)), instance(nb.make_env("quadratic", d=6, k=30))
+    x, theta = np.asarray(dist.arms), np.asarray(dist.theta)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(theta), 1.0, rtol=1e-12)
+    env = nb.make_env("distance", d=6, k=30)
+    np.testing.assert_allclose(env.mean(dist, x), -np.linalg.norm(x - theta, axis=1), rtol=1e-12)
+    a, xq = np.asarray(quad.theta), np.asarray(quad.arms)
+    assert a.shape == (6, 6) and abs(a.mean()) < 0.5 and 0.4 < a.std() < 1.6
+    env = nb.make_env("quadratic", d=6, k=30, noise_std=0.3)
+    means = np.asarray(env.mean(quad, xq))
+    np.testing.assert_allclose(means, 1e-2 * np.einsum("kd,de,fe,kf->k", xq, a, a, xq), rtol=1e-12)
+    keys = seed_keys(0)
+    pulls = np.asarray(jax.vmap(lambda t: env.pull(quad, round_key(keys.env_pull, t), t, xq, 3).reward)(
+        np.arange(1, 20001)))
+    assert abs(pulls.mean() - means[3]) < 4 * 0.3 / np.sqrt(20000) and abs(pulls.std() - 0.3) < 0.01
+    assert not nb.make_env("quadratic", d=6, k=30).facts.link  # not a GLM: GLM policies refuse it

@@ -123,7 +123,8 @@ class SimResult:
 
 
 def _one_seed(env: Env, policy: Policy):
-    """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm)) for one seed."""
+    """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm, healthy)) for one
+    seed (``healthy``: :attr:`Policy.healthy` after each round's update, True without one)."""
 
     def run(params, keys, env_state, state, ts):
         params = to_dtype(params, policy.dtype)
@@ -137,7 +138,8 @@ def _one_seed(env: Env, policy: Policy):
             state = policy.update(params, state, round_key(keys.policy_update, t), seen, arm,
                                   to_dtype(feedback, policy.dtype), t)
             regret = jnp.max(jnp.where(mask, means, -jnp.inf)) - means[arm]
-            return state, (regret, feedback.reward, arm)
+            healthy = jnp.asarray(True) if policy.healthy is None else policy.healthy(state)
+            return state, (regret, feedback.reward, arm, healthy)
 
         return jax.lax.scan(body, state, ts)
 
@@ -238,7 +240,8 @@ def simulate(
         one it does not have; with ``grid=True``, ``params`` leaves without one common
         leading length G >= 1; ``resume`` from a call with other shapes; or the policy cannot run on the
         environment (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level,
-        rewards). After a chunk, when a round had no available arm or a non-finite mean or reward.
+        rewards). After a chunk, when a round had no available arm or a non-finite mean or reward, or
+        left the policy unhealthy (:attr:`Policy.healthy`: a diverged training).
     """
 
     def integer(value: Any) -> bool:
@@ -316,9 +319,16 @@ def simulate(
             programs.chunks[signature] = programs.run.lower(params, keys, env_states, states, ts).compile()
             prog.compile_s += time.perf_counter() - c0
         c0 = time.perf_counter()
-        states, (regret, reward, arm) = programs.chunks[signature](params, keys, env_states, states, ts)
-        regret, reward, arm = jax.device_get((regret, reward, arm))
-        finite = np.isfinite(regret) & np.isfinite(reward)  # checked on the host, after the chunk
+        states, (regret, reward, arm, healthy) = programs.chunks[signature](params, keys, env_states, states, ts)
+        regret, reward, arm, healthy = jax.device_get((regret, reward, arm, healthy))
+        if not healthy.all():  # checked on the host, after the chunk
+            at = tuple(np.argwhere(~healthy)[0])
+            point = jax.tree.map(lambda a: (np.asarray(a)[at[0]] if grid else np.asarray(a)).tolist(), params)
+            raise ValueError(f"policy '{policy.name}', seed {seed_list[at[-2]]}" + (f" (grid point {at[0]})" if grid
+                             else "") + f", round {prog.t_done + at[-1] + 1}: its state became non-finite (training "
+                             f"diverged) with params {point}; use a smaller step size or rescale the "
+                             "features")
+        finite = np.isfinite(regret) & np.isfinite(reward)
         if not finite.all():
             at = tuple(np.argwhere(~finite)[0])  # (grid point,) seed, round in the chunk
             raise ValueError(f"seed {seed_list[at[-2]]}" + (f" (grid point {at[0]})" if grid else "") + f", round "

@@ -149,6 +149,9 @@ class Policy(NamedTuple):
         incremental inverses of the linear and GLM policies need it, see :mod:`nlbandit.models.ridge`) or
         ``"float32"`` (neural models). The engine hands the policy its params, contexts and feedback in
         this type (:func:`to_dtype`); the environment's means and the regret stay float64.
+      healthy: ``healthy(state) -> bool``, or ``None``: False once the state can no longer be trusted (a
+        neural network whose training diverged to non-finite weights); checked by the engine after every
+        round's update, which then stops with an error naming the policy, the seed and the round.
       params_type: the params record class (:mod:`nlbandit.core.params`) of a registered policy (set by
         :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
         a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
@@ -164,6 +167,7 @@ class Policy(NamedTuple):
     requires: Requirements = Requirements()
     spec: ProblemSpec | None = None
     dtype: str = "float64"
+    healthy: Callable[[PyTree], Array] | None = None
     params_type: type | None = None
 
 

@@ -82,6 +82,11 @@ ENVS: dict[str, EnvEntry] = {
             ),
             "logistic mean sigmoid(xᵀθ*), Bernoulli or Gaussian-noise rewards",
         ),
+        EnvEntry("distance", synthetic.distance, _COMMON, "nonlinear rewards −‖x − θ*‖ + N(0, σ²) (Sun et al. 2025)"),
+        EnvEntry("quadratic", synthetic.quadratic,
+                 tuple(h for h in _COMMON if h.name in ("d", "k", "noise_std", "arms", "contexts", "arm_set",
+                                                        "avail_prob")),
+                 "nonlinear rewards 10⁻²·xᵀAAᵀx + N(0, σ²), A ~ N(0, 1)^{d×d} (Sun et al. 2025)"),
     )
 }
 
@@ -95,7 +100,8 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
     values = resolve_named(entry, config, where)
-    # Rewards and regret must stay finite: per round |xᵀθ*| ≤ ‖x‖‖θ*‖, plus the noise, summed over up to 2³¹
+    # Rewards and regret must stay finite: per round |xᵀθ*| ≤ ‖x‖‖θ*‖ (‖x‖ + ‖θ*‖ for the distance bandit,
+    # 10⁻²‖A‖²_F‖x‖² for the quadratic one), plus the noise, summed over up to 2³¹
     # rounds (the engine's limit) must stay far below float64's maximum 1.8e308 (policies square rewards too).
     root_d = math.sqrt(values["d"])  # ‖v‖ ≤ 1 on the sphere and in the cube, ≤ √d in the box, and for N(0, I_d)
     norm = {"sphere": 1.0, "cube": 1.0, "box": root_d, "gaussian": root_d + 10.0}  # ≤ √d + 10 w.p. 1 − e⁻⁵⁰
@@ -103,7 +109,9 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
         arm_field, x_norm = "arm_set", max(math.hypot(*row) for row in values["arm_set"])
     else:
         arm_field, x_norm = "arms", norm[values["arms"]]
-    if values.get("theta_star"):
+    if entry.name == "quadratic":  # ‖A‖²_F ~ χ²(d²) is below d² + 100d except with negligible probability
+        theta_field, theta_bound = "d", math.sqrt(1e-2 * (values["d"] ** 2 + 100 * values["d"]))
+    elif values.get("theta_star"):
         theta_field, theta_bound = "theta_star", math.hypot(*values["theta_star"])
     elif values.get("theta_norm"):
         theta_field, theta_bound = "theta_norm", values["theta_norm"]
@@ -113,10 +121,16 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
         noise_field, noise = "sigma_high", values["sigma_high"]
     else:  # float32 normal draws are below 10 in magnitude
         noise_field, noise = "noise_std", 10 * values["noise_std"]
-    per_round = x_norm * theta_bound + noise
+    if entry.name == "distance":
+        signal = x_norm + theta_bound
+    elif entry.name == "quadratic":
+        signal = x_norm * theta_bound * x_norm * theta_bound
+    else:
+        signal = x_norm * theta_bound
+    per_round = signal + noise
     if per_round * 2**31 > 1e100:
         sizes = {arm_field: x_norm, theta_field: theta_bound, noise_field: noise}
-        raise ConfigError(f"{where}: field '{max(sizes, key=sizes.get)}' makes rewards too large: |xᵀθ*| + noise "
+        raise ConfigError(f"{where}: field '{max(sizes, key=sizes.get)}' makes rewards too large: |mean| + noise "
                           f"can reach {per_round:.3g} per round (‖x‖ ≤ {x_norm:.3g}, ‖θ*‖ ≤ {theta_bound:.3g}, noise "
                           f"≤ {noise:.3g}); summed over up to 2³¹ rounds that must stay below 1e100, far from "
                           "float64's maximum 1.8e308")
@@ -126,9 +140,9 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
                               f"{values['sigma_high']:g}")
         return {"name": entry.name, **values}
     d, k = values["d"], values["k"]
-    if values["theta_star"] is not None and len(values["theta_star"]) != d:
+    if values.get("theta_star") is not None and len(values["theta_star"]) != d:
         raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")
-    if values["theta_var"] is not None and values["theta"] != "gaussian":
+    if values.get("theta_var") is not None and values["theta"] != "gaussian":
         raise ConfigError(f"{where}: field 'theta_var' needs theta = 'gaussian', got {values['theta']!r}")
     if values["arm_set"] is not None:
         if values["contexts"] != "fixed":
@@ -137,6 +151,13 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
             raise ConfigError(f"{where}: field 'arm_set' must be K = {k} rows of d = {d} numbers, got "
                               f"{len(values['arm_set'])} rows of {len(values['arm_set'][0])}")
     return {"name": entry.name, **values}
+
+
+def instance_floats(config: dict[str, Any]) -> int:
+    """Floats one instance of the resolved environment ``config`` holds: its K × d arm pool, plus the d × d
+    matrix A of the quadratic bandit (θ* and the rest are negligible beside them)."""
+    d, k = config["d"], config["k"]
+    return d * k + (d * d if config["name"] == "quadratic" else 0)
 
 
 def make_env(name: str, **hyperparameters: Any) -> Env:

@@ -1,7 +1,8 @@
-"""Synthetic linear and logistic bandits.
+"""Synthetic bandits: linear, logistic, and the nonlinear ``distance`` and ``quadratic`` of Sun, Wang & Xu
+(2025) §7.1 (spec 003 §4.2).
 
-One instance = θ* and (for a fixed arm set) a pool of K arms, drawn by ``reset`` from the repetition's
-key. Options shared by both families:
+One instance = θ* (for ``quadratic``, the matrix A) and (for a fixed arm set) a pool of K arms, drawn by
+``reset`` from the repetition's key. Options shared by the families:
 
 * ``arms`` / ``theta``: ``"sphere"`` (uniform on the unit sphere; seed 003's choice, spec 003 §4.2 U1),
   ``"cube"`` (uniform on [−1/√d, 1/√d]^d, so ‖x‖ ≤ 1), ``"box"`` (uniform on [−1, 1]^d, not
@@ -29,14 +30,18 @@ from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 
 
 class Instance(NamedTuple):
-    """One problem instance: the parameter θ* (d,) and the fixed arm pool (K, d)."""
+    """One problem instance: the parameter θ* (d,) (the matrix A (d, d) of :func:`quadratic`) and the fixed
+    arm pool (K, d)."""
 
     theta: jax.Array
     arms: jax.Array
 
 
 def sample_vectors(key: jax.Array, n: int, d: int, dist: str) -> jax.Array:
-    """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, box, gaussian} (see module docstring)."""
+    """``n`` vectors in ℝ^d from ``dist`` ∈ {sphere, cube, box, gaussian} (see module docstring); ``matrix``
+    gives one d × d matrix of N(0, 1) entries (the A of :func:`quadratic`) for n = 1."""
+    if dist == "matrix":
+        return normal(key, (n, d, d))
     if dist in ("cube", "box"):
         u = jax.random.uniform(key, (n, d), jnp.float64, -1.0, 1.0)
         return u / jnp.sqrt(d) if dist == "cube" else u
@@ -127,3 +132,24 @@ def logistic(d: int, k: int, reward: str = "bernoulli", noise_std: float = 0.5, 
     facts = EnvFacts(reward_range=(0.0, 1.0) if reward == "bernoulli" else EnvFacts().reward_range, link="logistic")
     return _synthetic("logistic", d, k, lambda th, ctx: jax.nn.sigmoid(ctx @ th),
                       bernoulli if reward == "bernoulli" else gaussian, facts, **instance)
+
+
+def distance(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
+    """Distance bandit (Sun, Wang & Xu 2025 §7.1, Fig. 1d): E[Y | x] = −‖x − θ*‖₂, Y = mean + N(0, σ²);
+    with arms and θ* on the unit sphere the means lie in [−2, 0] (spec 003 §4.2).
+
+    ``instance``: as for :func:`linear`.
+    """
+    return _synthetic("distance", d, k, lambda th, ctx: -jnp.linalg.norm(ctx - th, axis=-1),
+                      lambda key, mu: mu + noise_std * normal(key, ()), EnvFacts(), **instance)
+
+
+def quadratic(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
+    """Quadratic bandit (Sun, Wang & Xu 2025 §7.1, Figs. 1e, 1f, 2d, 4b; the h₂ of Zhou et al. 2020):
+    E[Y | x] = 10⁻² xᵀAAᵀx = 10⁻² ‖Aᵀx‖², A ∈ ℝ^{d×d} with i.i.d. N(0, 1) entries drawn once per instance,
+    Y = mean + N(0, σ²); on the unit sphere the means average 10⁻²·d (≈ 0.2 at d = 20; spec 003 §4.2).
+
+    ``instance``: arms, contexts, avail_prob, arm_set (module docstring); A is always drawn.
+    """
+    return _synthetic("quadratic", d, k, lambda a, ctx: 1e-2 * jnp.sum((ctx @ a) ** 2, axis=-1),
+                      lambda key, mu: mu + noise_std * normal(key, ()), EnvFacts(), theta="matrix", **instance)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.simulate import SimProgress, simulate
 from nlbandit.core.types import ProblemSpec
-from nlbandit.envs.registry import env_entry, make_env, resolve_env
+from nlbandit.envs.registry import env_entry, instance_floats, make_env, resolve_env
 from nlbandit.loops.base import Loop, batch_id, check_memory, stored_row, traced_params
 from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
 
@@ -56,12 +56,13 @@ class BanditLoop(Loop):
         return ("nlbandit.core.simulate", *policy_entry(policy).modules(), env_entry(env).make.__module__)
 
     def memory(self, env, horizon, n_seeds, record_points, history):
-        """Chosen arms (S×T, :data:`ARM_BYTES` each), curves (2×S×P float64), arm pools (S×K×d float64) and,
-        for a policy with a history buffer, its S×T×d float64 rows."""
+        """Chosen arms (S×T, :data:`ARM_BYTES` each), curves (2×S×P float64), the instances (arm pools S×K×d
+        and any matrix, float64: :func:`~nlbandit.envs.registry.instance_floats`) and, for a policy with a
+        history buffer, its S×T×d float64 rows."""
         return {
             "chosen arms S×T": ARM_BYTES * n_seeds * horizon,
             "curves": 16 * n_seeds * min(record_points, horizon),
-            "environment arrays": 8 * n_seeds * env["d"] * env["k"],
+            "environment arrays": 8 * n_seeds * instance_floats(env),
             "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
         }
 

@@ -47,10 +47,12 @@ def history_capacity(horizon: int) -> int:
     return -(-horizon // HISTORY_BLOCK) * HISTORY_BLOCK
 
 
-def empty_rows(capacity: int, d: int, targets: int | None = None) -> Rows:
-    """No data yet: ``capacity`` zero rows in ℝ^d with scalar responses, or ``targets`` columns of them."""
+def empty_rows(capacity: int, d: int, targets: int | None = None, dtype=None) -> Rows:
+    """No data yet: ``capacity`` zero rows in ℝ^d with scalar responses, or ``targets`` columns of them, in
+    ``dtype`` (default: JAX's default float)."""
     y_shape = (capacity,) if targets is None else (capacity, targets)
-    return Rows(jnp.zeros((capacity, d)), jnp.zeros((capacity,)), jnp.zeros(y_shape), jnp.zeros((), jnp.int32))
+    return Rows(jnp.zeros((capacity, d), dtype), jnp.zeros((capacity,), dtype), jnp.zeros(y_shape, dtype),
+                jnp.zeros((), jnp.int32))
 
 
 def add_row(rows: Rows, x: jax.Array, arm: jax.Array, y: jax.Array, per_arm: bool) -> Rows:
@@ -79,14 +81,15 @@ def blockwise_sum(fn, x, w, s, active):
     return jax.lax.fori_loop(0, (n + block - 1) // block, add, zero)
 
 
-def history_noise(key: jax.Array, count: jax.Array, capacity: int) -> jax.Array:
+def history_noise(key: jax.Array, count: jax.Array, capacity: int, dtype: str = "float64") -> jax.Array:
     """(capacity,) with fresh N(0, 1) draws in the first ``count`` rows and zeros beyond, drawn block by
     block up to ``count`` (so the sampling cost grows with t): the perturbations that perturbed-history
-    exploration re-draws for every stored observation in every round (Kveton et al. 2020a; spec 003 §2.5)."""
+    exploration re-draws for every stored observation in every round (Kveton et al. 2020a; spec 003 §2.5),
+    in ``dtype``."""
 
     def fill(i, z):
-        block = normal(jax.random.fold_in(key, i), (HISTORY_BLOCK,))
+        block = normal(jax.random.fold_in(key, i), (HISTORY_BLOCK,), dtype)
         live = i * HISTORY_BLOCK + jnp.arange(HISTORY_BLOCK) < count
         return jax.lax.dynamic_update_slice_in_dim(z, jnp.where(live, block, 0.0), i * HISTORY_BLOCK, 0)
 
-    return jax.lax.fori_loop(0, (count + HISTORY_BLOCK - 1) // HISTORY_BLOCK, fill, jnp.zeros((capacity,)))
+    return jax.lax.fori_loop(0, (count + HISTORY_BLOCK - 1) // HISTORY_BLOCK, fill, jnp.zeros((capacity,), dtype))

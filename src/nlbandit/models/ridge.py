@@ -65,6 +65,12 @@ def mahalanobis_widths(inverse: jax.Array, contexts: jax.Array) -> jax.Array:
     return jnp.sqrt(jnp.maximum(jnp.einsum("kd,de,ke->k", contexts, inverse, contexts), 0.0))
 
 
+def diagonal_widths(diagonal: jax.Array, contexts: jax.Array) -> jax.Array:
+    """‖x‖_{M⁻¹} for each row of ``contexts`` (K, p) when M = diag(``diagonal``) (p,): √(Σ_i x_i²/M_ii), the
+    diagonal approximation of the neural policies' design (NeuralUCB's reference code)."""
+    return jnp.sqrt(jnp.sum(contexts * contexts / diagonal, axis=-1))
+
+
 def cholesky_widths(matrix: jax.Array, contexts: jax.Array) -> jax.Array:
     """‖x‖_{M⁻¹} for each row of ``contexts`` (K, d) from ``M`` itself (one Cholesky factor and a
     triangular solve, O(d³ + Kd²)), for matrices that change too much between rounds to keep an inverse."""

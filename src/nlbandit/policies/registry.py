@@ -1,8 +1,8 @@
 """The policy registry: collects the families' declared policies under their stable kebab-case names.
 
 Each family module (:mod:`~nlbandit.policies.baselines`, :mod:`~nlbandit.policies.linear`,
-:mod:`~nlbandit.policies.glm`, :mod:`~nlbandit.policies.logistic`, :mod:`~nlbandit.policies.hetero`)
-declares its policies and their hyperparameters as ``ENTRIES``; ``<name>@anytime`` wraps any of them in the
+:mod:`~nlbandit.policies.glm`, :mod:`~nlbandit.policies.logistic`, :mod:`~nlbandit.policies.hetero`,
+:mod:`~nlbandit.policies.neural`) declares its policies and their hyperparameters as ``ENTRIES``; ``<name>@anytime`` wraps any of them in the
 doubling trick (:mod:`~nlbandit.policies.anytime`). Adding a policy means adding it to its family's
 ``ENTRIES`` (or a new family module listed in :data:`FAMILIES`).
 """
@@ -17,11 +17,11 @@ import jax.numpy as jnp
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, Policy, ProblemSpec
-from nlbandit.policies import baselines, glm, hetero, linear, logistic
+from nlbandit.policies import baselines, glm, hetero, linear, logistic, neural
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
-FAMILIES = (baselines, linear, glm, logistic, hetero)
+FAMILIES = (baselines, linear, glm, logistic, hetero, neural)
 """The family modules whose ``ENTRIES`` make up the registry, in listing order."""
 
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
