@@ -36,7 +36,7 @@ from nlbandit.policies.registry import POLICIES, build_policy, check_policy_env,
 
 D, K, T = 3, 5, 40
 SEEDS = [0, 1, 2, 3]
-NAMES = sorted(POLICIES) + ["glm-es@anytime"]
+NAMES = sorted(POLICIES) + ["glm-es@anytime", "neural-es@anytime"]
 
 
 def _base_env(policy_requires) -> Env:

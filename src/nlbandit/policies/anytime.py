@@ -83,7 +83,7 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
     once = warmup_scope == "once"
     ends, table = epoch_table(t0, b, horizon, schedule)
     ends_j = jnp.asarray(ends)
-    table_j = {name: jnp.asarray(v) for name, v in table.items()}
+    table_j = {name: jnp.asarray(v, base.dtype) for name, v in table.items()}  # in the base's float type
 
     def epoch_params(params, epoch):  # a params record (registered policies) or a dict (hand-built ones)
         values = {name: v[epoch] for name, v in table_j.items()}
@@ -98,10 +98,11 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
     def init(params, key):
         zero = jnp.zeros((), jnp.int32)
         state = base.init(epoch_params(params, zero), key)
-        return AnytimeState(zero, zero, state, jnp.zeros((k, d)), jnp.ones((k,), bool), state if once else None)
+        return AnytimeState(zero, zero, state, jnp.zeros((k, d), base.dtype), jnp.ones((k,), bool),
+                            state if once else None)
 
     def prepare(params, state, key, arms, mask):
-        arms = arms.astype(jnp.float64)
+        arms = arms.astype(base.dtype)
         return state._replace(base=fresh(params, state.epoch, key, arms, mask), arms=arms, mask=mask)
 
     def act(params, state, key, contexts, mask, t):
@@ -130,7 +131,9 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
 
         return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
 
-    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.requires)
+    healthy = None if base.healthy is None else (lambda state: base.healthy(state.base))
+    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.requires, dtype=base.dtype,
+                  healthy=healthy)
 
 
 SUFFIX = "@anytime"
