@@ -1,5 +1,5 @@
 """Training the MLP of :mod:`nlbandit.models.mlp` on a bandit's data: the regularised squared loss, fixed-
-budget gradient descent (or Adam, SGD via optax), on a masked history buffer or on per-arm statistics.
+budget full-batch gradient descent (or Adam, via optax), on a masked history buffer or on per-arm statistics.
 
 The loss of spec 003 §1.4 (Neural-ES; Zhou et al. 2020 eq. 3.3 up to the width factor):
 
@@ -64,8 +64,11 @@ def loss_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array,
     observations."""
 
     def data_term(xb, nb, sb):
-        return jax.grad(lambda th: jnp.sum(0.5 * nb * mlp_apply(arch, th, xb) ** 2 - sb * mlp_apply(arch, th, xb)))(
-            theta)
+        def loss(th):
+            f = mlp_apply(arch, th, xb)
+            return jnp.sum(0.5 * nb * f * f - sb * f)
+
+        return jax.grad(loss)(theta)
 
     active = (count, HISTORY_BLOCK) if how.history else None
     grad = blockwise_sum(data_term, x, n.astype(theta.dtype), s.astype(theta.dtype), active)

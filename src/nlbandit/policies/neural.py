@@ -14,8 +14,9 @@ Every policy here is one composition of the same parts:
   ensemble (ES), or ε-greedy.
 
 Spec 003 §3 [REC] is followed for the baselines: all of them share Neural-ES's network and training, so
-only the exploration rule differs (the reference code's per-sample SGD, its every-100-rounds schedule after
-t = 2000, and its PyTorch initialisation are available as options, not defaults). The confidence design is
+only the exploration rule differs (the reference code's PyTorch initialisation, unscaled output and sparser
+training cadence are options, ``init = "standard"``, ``output_scale = "none"``, ``train_every``; its per-sample
+SGD is not offered: full-batch GD or Adam). The confidence design is
 Z = λI + Σ g gᵀ over the gradients g = ∇_θ f(x; θ) at the *current* θ of the chosen arms (the reference
 code's; the theory uses θ₀ and g/√N), kept diagonal (``design = "diagonal"``, U += g ⊙ g) or full
 (``"full"``, Sherman–Morrison; for small p).
@@ -130,6 +131,7 @@ def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = Non
 
 
 def _append(setup: NeuralSetup, state: NeuralState, x, arm, y) -> NeuralState:
+    """``state`` with the observation (x, y) of arm ``arm`` added to its rows."""
     return state._replace(rows=add_row(state.rows, x, arm, y, setup.per_arm))
 
 
