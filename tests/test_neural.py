@@ -170,11 +170,12 @@ def _drive(name: str, **options):
     mask = jnp.ones(K, bool)
     p32 = jax.tree.map(lambda a: a.astype(jnp.float32), params)
     state = policy.prepare(p32, policy.init(p32, jax.random.key(1)), jax.random.key(2), arms, mask)
+    act, update = jax.jit(policy.act), jax.jit(policy.update)  # compiled once, as the engine runs them
     for t in range(1, T + 1):
         key = jax.random.key(100 + t)
-        arm, info = policy.act(p32, state, key, arms, mask, jnp.int32(t))
+        arm, info = act(p32, state, key, arms, mask, jnp.int32(t))
         reward = jnp.float32(RNG.standard_normal())
-        new = policy.update(p32, state, jax.random.key(200 + t), arms, arm, nb.Feedback(reward), jnp.int32(t))
+        new = update(p32, state, jax.random.key(200 + t), arms, arm, nb.Feedback(reward), jnp.int32(t))
         yield t, state, arms, key, int(arm), info, new, p32, policy
         state = new
 
