@@ -8,7 +8,8 @@ from scipy import stats
 
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.claims import ClaimResult, _median_rank, evaluate_claim, t_quantile_975, traced_text
+from nlbandit.experiments.claims import (ClaimResult, Timing, _median_rank, evaluate_claim, t_quantile_975,
+                                         traced_text)
 from nlbandit.experiments.spec import load_experiment
 from nlbandit.report.build import claim_verdict
 
@@ -17,7 +18,7 @@ ROUNDS = np.array([50, 100])
 
 def curves_of(final: dict[str, np.ndarray]):
     """A ``curves`` callable whose series end at the given per-seed regrets (half of it at round 50)."""
-    return lambda label, case: (ROUNDS, np.stack([final[label] / 2, final[label]], axis=1), 1.0)
+    return lambda label, case: (ROUNDS, np.stack([final[label] / 2, final[label]], axis=1), Timing(1.0))
 
 
 def evaluate(check: str, final: dict[str, np.ndarray]):

@@ -8,6 +8,8 @@ Tables:
 * ``curves``: (run_id, metric, seed, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
 * ``arms``: (run_id, seed, arms) with the chosen arm of every round as an integer list.
+* ``phases``: (run_id, t, select_s, update_s) for the runs whose two phases were timed apart
+  (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at sampled rounds t.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
@@ -36,9 +38,14 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS curves (
     run_id VARCHAR, metric VARCHAR, seed INTEGER, t BIGINT, value DOUBLE);
 CREATE TABLE IF NOT EXISTS arms (run_id VARCHAR, seed INTEGER, arms INTEGER[]);
+CREATE TABLE IF NOT EXISTS phases (run_id VARCHAR, t BIGINT, select_s DOUBLE, update_s DOUBLE);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
 """
+
+
+_RUN_TABLES = ("runs", "curves", "arms", "phases")
+"""The tables holding a finished run's rows, keyed by ``run_id``."""
 
 
 class StoreError(RuntimeError):
@@ -113,6 +120,8 @@ class StoredRun:
         metric of its loop is the regret, :attr:`cum_regret`); arms: (S, T) or None if not loaded.
       compile_s, run_s: timing of the batch the run was simulated in (``batch_size`` runs side by side).
       chunk_seconds: per-chunk run times of that batch; chunk_size: rounds per chunk.
+      phases: for a run whose phases were timed apart, (rounds (Q,), select seconds (Q,), update seconds
+        (Q,)) per seed at the sampled rounds; None otherwise.
     """
 
     run_id: str
@@ -126,6 +135,7 @@ class StoredRun:
     chunk_seconds: list[float]
     batch_size: int
     arms: np.ndarray | None = None
+    phases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def cum_regret(self) -> np.ndarray:
@@ -213,6 +223,14 @@ class Store:
                                 [run_ids]).fetchall()
         return dict(rows)
 
+    def phased(self, run_ids: list[str]) -> set[str]:
+        """The subset of ``run_ids`` stored with their phases timed apart."""
+        if not run_ids:
+            return set()
+        rows = self.con.execute("SELECT DISTINCT run_id FROM phases WHERE list_contains(?, run_id)",
+                                [run_ids]).fetchall()
+        return {r[0] for r in rows}
+
     def load_checkpoint(self, batch_id: str) -> bytes | None:
         """The saved progress of a batch, or None."""
         row = self.con.execute("SELECT progress FROM checkpoints WHERE batch_id = ?", [batch_id]).fetchone()
@@ -229,13 +247,13 @@ class Store:
         """Store finished runs and drop their batch's checkpoint, in one transaction.
 
         Each row: run_id, experiment, label, config, version, rounds (P,), curves (metric name → (S, P),
-        with a ``regret`` curve), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size.
+        with a ``regret`` curve), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size. A run
+        stored again loses its phase timings (:meth:`save_phases` adds them after).
         """
         with self._transaction() as con:
             for r in rows:
-                con.execute("DELETE FROM runs WHERE run_id = ?", [r["run_id"]])
-                con.execute("DELETE FROM curves WHERE run_id = ?", [r["run_id"]])
-                con.execute("DELETE FROM arms WHERE run_id = ?", [r["run_id"]])
+                for table in _RUN_TABLES:
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [r["run_id"]])
                 n_seeds, n_points = r["curves"]["regret"].shape
                 metrics = list(r["curves"])
                 con.execute(
@@ -258,6 +276,14 @@ class Store:
                                 [[r["run_id"], s, r["arms"][s].tolist()] for s in range(n_seeds)])
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
+    def save_phases(self, run_id: str, samples) -> None:
+        """Replace the phase timings of a stored run (``samples``: (t, select seconds, update seconds) per
+        seed, :class:`~nlbandit.core.phases.PhaseSample`), in one transaction."""
+        with self._transaction() as con:
+            con.execute("DELETE FROM phases WHERE run_id = ?", [run_id])
+            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?)",
+                            [[run_id, int(t), float(a), float(b)] for t, a, b in samples])
+
     def load(self, run_id: str, with_arms: bool = False) -> StoredRun:
         """Read a finished run back (``KeyError`` if it is not stored)."""
         row = self.con.execute(
@@ -276,8 +302,11 @@ class Store:
         if with_arms:
             a = self.con.execute("SELECT arms FROM arms WHERE run_id = ? ORDER BY seed", [run_id]).fetchall()
             arms = np.array([x[0] for x in a], dtype=np.int32)
+        p = self.con.execute("SELECT t, select_s, update_s FROM phases WHERE run_id = ? ORDER BY t",
+                             [run_id]).fetchnumpy()
+        phases = (np.asarray(p["t"]), np.asarray(p["select_s"]), np.asarray(p["update_s"])) if len(p["t"]) else None
         return StoredRun(run_id, label, json.loads(config), rounds, curves, compile_s, run_s, chunk_size,
-                         list(chunk_seconds), batch_size, arms)
+                         list(chunk_seconds), batch_size, arms, phases)
 
     def index(self) -> list[dict[str, Any]]:
         """Every finished run: run_id, experiment, label, config (the run's identity, with its ``code``
@@ -289,7 +318,7 @@ class Store:
         return [{**dict(zip(keys, r)), "config": json.loads(r[3])} for r in rows]
 
     def delete_runs(self, run_ids: list[str]) -> None:
-        """Remove finished runs (their row, curves and arms) in one transaction."""
+        """Remove finished runs (their row, curves, arms and phases) in one transaction."""
         with self._transaction() as con:
-            for table in ("runs", "curves", "arms"):
+            for table in _RUN_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [run_ids])

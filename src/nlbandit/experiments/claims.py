@@ -14,6 +14,10 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   (instances whose regret still grows linearly);
 * ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded); the runs
   a runtime claim reads are computed alone, never side by side with other grid points (:func:`timed_runs`);
+* ``select_time(label, **case)`` / ``update_time(label, **case)``: the µs per seed-round spent selecting
+  arms (``act``) and updating the model (``update``), timed apart on the run's own states at sampled
+  rounds and averaged over them (:mod:`nlbandit.core.phases`); the runs they read are computed alone with
+  their phases timed (:func:`phased_runs`);
 * ``quantile(label, q, t=None, **case)``: the q-quantile across seeds of the regret at round t;
 * ``r2(label, key, t=None, **case)`` / ``slope(label, key, t=None, **case)``: R² and slope of the
   least-squares line through the mean regret at round t against the environment grid key ``key`` (e.g.
@@ -66,8 +70,21 @@ import numpy as np
 from nlbandit.core.hyper import ConfigError
 from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field_regret, ftrl_regret_bound
 
-Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, float]]
-"""``curves(label, case) -> (rounds (P,), cum_regret (S, P), run time in µs per seed-round)``."""
+
+
+class Timing(NamedTuple):
+    """A run's measured times in µs per seed-round: ``run``, the whole round (compilation excluded), and,
+    for a run whose phases were timed apart, ``select`` and ``update`` (means over the sampled rounds)."""
+
+    run: float
+    select: float | None = None
+    update: float | None = None
+
+
+Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, Timing]]
+"""``curves(label, case) -> (rounds (P,), cum_regret (S, P), its Timing)``."""
+PHASE_FUNCTIONS = {"select_time": "select", "update_time": "update"}
+"""The claim functions that read a run's phases, and the :class:`Timing` field each reads."""
 
 _THEORY = {"l": (anytime_constant, 2), "basis_regret": (ftrl_basis_regret, 4),
            "mean_field": (ftrl_mean_field_regret, 4), "ftrl_bound": (ftrl_regret_bound, 4)}
@@ -360,9 +377,16 @@ class _Evaluator:
             self.trace.append((ast.unparse(node), value))
             return value
         if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
-            value = float(self.curves(args[0], kwargs)[2])
+            value = float(self.curves(args[0], kwargs)[2].run)
             self.trace.append((ast.unparse(node), value))
             return value
+        if name in PHASE_FUNCTIONS and len(args) == 1 and isinstance(args[0], str):
+            value = getattr(self.curves(args[0], kwargs)[2], PHASE_FUNCTIONS[name])
+            if value is None:
+                raise ConfigError(f"{ast.unparse(node)}: the run has no phases timed apart (computed before its "
+                                  "experiment asked for them); delete it from the store and run it again")
+            self.trace.append((ast.unparse(node), float(value)))
+            return float(value)
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
             threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
             rounds, cum, _ = self.curves(args[0], kwargs)
@@ -400,7 +424,8 @@ class _Evaluator:
             return value
         raise ConfigError(
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), paired(a, b), std(label), se(label), "
-            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), quantile(label, q), "
+            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), select_time(label), "
+            "update_time(label), quantile(label, q), "
             "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
             "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
         )
@@ -516,7 +541,7 @@ def validate_claim(check: str, exp, where: str) -> None:
 
     def fake(label, case):
         select(label, case)
-        return np.array([exp.horizon]), np.ones((2, 1)), 1.0
+        return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0)
 
     try:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp))
@@ -524,17 +549,13 @@ def validate_claim(check: str, exp, where: str) -> None:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None
 
 
-def timed_runs(exp) -> set[str]:
-    """The run ids whose measured run time a claim of ``exp`` reads (``runtime(label, **case)``).
-
-    A run computed side by side with others shares their batch's time, which is the pace of its slowest
-    lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone. A
-    label or case keyword that is not a literal selects every run it could mean.
-    """
+def _runs_read_by(exp, functions) -> set[str]:
+    """The run ids that a call of one of ``functions`` (names) in a claim of ``exp`` could read: a label or
+    case keyword that is not a literal selects every run it could mean."""
     out: set[str] = set()
     for claim in exp.claims:
         for node in ast.walk(parse_claim(claim.check)):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "runtime"):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions):
                 continue
             first = node.args[0] if node.args else None
             label = first.value if isinstance(first, ast.Constant) else None
@@ -542,3 +563,19 @@ def timed_runs(exp) -> set[str]:
             out |= {r.run_id for r in exp.runs if label in (None, r.label)
                     and all(dict(r.case).get(k) == v for k, v in case.items())}
     return out
+
+
+def phased_runs(exp) -> set[str]:
+    """The run ids whose phases a claim of ``exp`` reads (``select_time``, ``update_time``): computed alone
+    with :class:`~nlbandit.core.phases.PhaseTimer`."""
+    return _runs_read_by(exp, PHASE_FUNCTIONS)
+
+
+def timed_runs(exp) -> set[str]:
+    """The run ids whose measured time a claim of ``exp`` reads (``runtime``, ``select_time``,
+    ``update_time``).
+
+    A run computed side by side with others shares their batch's time, which is the pace of its slowest
+    lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone.
+    """
+    return _runs_read_by(exp, {"runtime", *PHASE_FUNCTIONS})

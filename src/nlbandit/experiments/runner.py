@@ -6,18 +6,22 @@ traced hyperparameters; they form one *batch* computed side by side by the exper
 where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a runtime claim reads
 (:func:`~nlbandit.experiments.claims.timed_runs`) is computed alone, and computed again alone when the
 store has it from a batch of several (another experiment's grid), since a batch runs at the pace of its
-slowest lane.
+slowest lane; a run whose select and update times a claim reads is computed alone with its phases timed
+apart (:func:`~nlbandit.experiments.claims.phased_runs`, :mod:`nlbandit.loops.phases`; a resumed run keeps
+the samples taken after it resumed).
 """
 
 from __future__ import annotations
 
 import json
+from statistics import fmean
 from typing import Callable
 
 from nlbandit.core.simulate import SimProgress
-from nlbandit.experiments.claims import timed_runs
+from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.loops import LOOPS
+from nlbandit.loops.phases import PHASE_TIMERS, phase_chunk_size
 from nlbandit.store import Store
 
 
@@ -51,17 +55,33 @@ def run_experiment(
     ``on_checkpoint`` is called after each checkpoint is committed (used by tests to kill a run midway).
     """
     sizes = store.batch_sizes([r.run_id for r in exp.runs])
-    timed = timed_runs(exp)
-    retime = {i for i in timed if sizes.get(i, 1) > 1}
+    timed, phased = timed_runs(exp), phased_runs(exp)
+    retime = {i for i in timed if sizes.get(i, 1) > 1} | ((phased & set(sizes)) - store.phased(list(phased)))
     done = set(sizes) - retime
     todo = [r for r in exp.runs if r.run_id not in done]
     if done:
         log(f"{len(done)} run(s) already in {store.path}, skipped")
     if retime:
-        log(f"{len(retime)} run(s) stored from a batch of several computed again alone: a runtime claim reads "
-            "their time")
+        log(f"{len(retime)} run(s) computed again alone, stored from a batch of several or without their "
+            "phases timed: a runtime claim reads their time")
     todo_batches = batches(todo, timed)
     for i, batch in enumerate(todo_batches, 1):
-        LOOPS[exp.loop].run_batch(exp, store, batch, f"[{i}/{len(todo_batches)}]", progress=progress,
-                                  chunk_size=chunk_size, log=log, on_checkpoint=on_checkpoint)
+        tag = f"[{i}/{len(todo_batches)}]"
+        timer = PHASE_TIMERS[exp.loop](batch[0]) if batch[0].run_id in phased else None
+        if timer is None:
+            LOOPS[exp.loop].run_batch(exp, store, batch, tag, progress=progress, chunk_size=chunk_size, log=log,
+                                      on_checkpoint=on_checkpoint)
+            continue
+
+        def timed_checkpoint(prog: SimProgress, timer=timer) -> None:
+            timer(prog)
+            if on_checkpoint is not None:
+                on_checkpoint(prog)
+
+        LOOPS[exp.loop].run_batch(exp, store, batch, tag, progress=progress, log=log, on_checkpoint=timed_checkpoint,
+                                  chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
+        store.save_phases(batch[0].run_id, timer.samples)
+        select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
+        log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
+            "per seed-round")
     return sum(len(b) for b in todo_batches)

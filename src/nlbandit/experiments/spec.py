@@ -69,9 +69,10 @@ from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.experiments.claims import KINDS, validate_claim
+from nlbandit.experiments.claims import KINDS, phased_runs, validate_claim
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import check_memory
+from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.provenance import code_hash
 
 SCALES = ("quick", "full")
@@ -503,4 +504,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
     for i, claim in enumerate(claims):
         validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
+    if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
+        raise ConfigError(f"{where}: select_time/update_time claims need a loop whose rounds have an act and an "
+                          f"update phase; loop '{exp.loop}' has not")
     return exp

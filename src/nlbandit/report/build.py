@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from nlbandit import __version__
-from nlbandit.experiments.claims import (ClaimResult, evaluate_claim, grid_values, run_selector, traced_text,
-                                         value_at)
+from nlbandit.experiments.claims import (ClaimResult, Timing, evaluate_claim, grid_values, run_selector,
+                                         traced_text, value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.loops import LOOPS
 from nlbandit.provenance import package_hash
@@ -51,6 +51,14 @@ class Row:
         s = self.stored
         return 1e6 * s.run_s / (self.run.horizon * self.run.n_seeds * s.batch_size)
 
+    def timing(self) -> Timing:
+        """The run's :class:`~nlbandit.experiments.claims.Timing`: µs per seed-round of the whole round and,
+        when its phases were timed apart, of selection and update (means over the sampled rounds)."""
+        if self.stored.phases is None:
+            return Timing(self.us_per_seed_round())
+        _, select, update = self.stored.phases
+        return Timing(self.us_per_seed_round(), 1e6 * float(np.mean(select)), 1e6 * float(np.mean(update)))
+
 
 def load_rows(exp: Experiment, store: Store) -> list[Row]:
     """Stored results of every run of ``exp`` (``KeyError`` if one is missing)."""
@@ -64,7 +72,7 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
 
     def curves(label: str, case: dict[str, Any]):
         row = by_id[select(label, case).run_id]
-        return row.stored.rounds, row.stored.cum_regret, row.us_per_seed_round()
+        return row.stored.rounds, row.stored.cum_regret, row.timing()
 
     out = []
     for c in exp.claims:
@@ -143,6 +151,67 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     _atomic_write(path, buf.getvalue())
+
+
+def plot_phases(exp: Experiment, rows: list[Row], path: Path) -> None:
+    """The runs with their phases timed apart: bars of seconds per run (one seed, T rounds) split into
+    selection and update (spec 003 §4.4 [REC], Fig. 1f), and the sampled per-round times against t."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = [r for r in rows if r.stored.phases is not None]
+    names = [r.run.label + (f" ({r.run.case_label})" if r.run.case else "") for r in timed]
+    select = np.array([r.timing().select for r in timed]) * exp.horizon / 1e6
+    update = np.array([r.timing().update for r in timed]) * exp.horizon / 1e6
+    fig, (bars, lines) = plt.subplots(1, 2, figsize=(12.8, 4.4))
+    at = np.arange(len(timed))
+    bars.bar(at, select, color="C0", label="select (act)")
+    bars.bar(at, update, bottom=select, color="C1", label="update")
+    bars.set_xticks(at, names, rotation=30, ha="right", fontsize=8)
+    bars.set_ylabel(f"seconds per run (T = {exp.horizon}, one seed)")
+    bars.legend(fontsize=8)
+    bars.grid(alpha=0.3, axis="y")
+    for i, (r, name) in enumerate(zip(timed, names)):
+        t, sel, upd = r.stored.phases
+        lines.plot(t, 1e6 * sel, color=f"C{i % 10}", ls=":", marker=".", lw=1)
+        lines.plot(t, 1e6 * upd, color=f"C{i % 10}", ls="-", marker=".", lw=1.4, label=name)
+    lines.set_yscale("log")
+    lines.set_xlabel("round t")
+    lines.set_ylabel("µs per seed-round (solid: update, dotted: select)")
+    lines.grid(alpha=0.3)
+    lines.legend(fontsize=8)
+    fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds vectorised): select and update "
+                 "timed apart", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    _atomic_write(path, buf.getvalue())
+
+
+def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
+    """The report's section on the runs whose phases were timed apart (none: no section)."""
+    timed = [r for r in rows if r.stored.phases is not None]
+    if not timed:
+        return []
+    plot_phases(exp, rows, png)
+    lines = ["", "## Select and update time", "",
+             f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
+             f"`update` were timed apart on the run's own states (all {exp.n_seeds} seeds vectorised, median of 5 "
+             "calls; `nlbandit.core.phases`). Times are per seed-round, averaged over the sampled rounds; seconds "
+             "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
+             "first.", "", f"![select and update time]({png.name})", "",
+             "| policy | case | sampled rounds | select µs / seed-round | update µs / seed-round | select s / run | "
+             "update s / run | update late/early |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in timed:
+        t, _, upd = r.stored.phases
+        timing = r.timing()
+        lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {t[0]}..{t[-1]} ({t.size}) | "
+                     f"{timing.select:.1f} | {timing.update:.1f} | {timing.select * exp.horizon / 1e6:.2f} | "
+                     f"{timing.update * exp.horizon / 1e6:.2f} | {upd[-1] / upd[0]:.2f} |")
+    return lines
 
 
 def _regret_name(exp: Experiment) -> str:
@@ -255,6 +324,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
             f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:.1f} | {np.median(r.final):.1f} | "
             f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
         )
+    lines += _phase_lines(exp, rows, out_dir / f"{exp.name}_phases.png")
     if claims:
         lines += ["", "## Claims", "",
                   "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "

@@ -1,0 +1,96 @@
+"""The two phases of a round timed apart: arm selection (``act``) and model update (``update``).
+
+The engine runs whole chunks of rounds as one compiled program, so it cannot time the parts of a round.
+:class:`PhaseTimer` does it beside the engine, on the engine's own states: handed a
+:class:`~nlbandit.core.simulate.SimProgress` after t rounds (``simulate(..., on_chunk=...)``, whose time is
+not counted in the run's), it builds round t + 1's inputs as the engine would (the same keys, contexts and
+feedback), then times the policy's jitted ``act`` alone and its jitted ``update`` alone, vectorised over the
+seeds like the engine, each the median of ``repeats`` calls after a first (compiling) one. The environment's
+``observe`` and ``pull`` are computed once outside the timed calls.
+
+A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
+such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
+(select and update recorded apart), Sun, Wang & Xu (2025) Fig. 1f.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.params import as_params
+from nlbandit.core.types import Env, Policy, to_dtype
+
+
+class PhaseSample(NamedTuple):
+    """One timed round: ``t`` (1-based), and the seconds per seed of ``act`` and of ``update``."""
+
+    t: int
+    select_s: float
+    update_s: float
+
+
+class PhaseTimer:
+    """Times ``policy``'s act and update on the states of a simulation of ``env`` over ``seeds``
+    (not a grid: the run a timing belongs to is computed alone).
+
+    Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation; :attr:`samples`
+    collects a :class:`PhaseSample` per call made before the horizon (round t + 1 must exist).
+    """
+
+    def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5):
+        self.policy, self.horizon, self.repeats = policy, horizon, repeats
+        self.params = to_dtype(as_params(policy.params_type, params), policy.dtype)
+        self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
+        self.n_seeds = int(self.keys.policy_act.shape[0])
+        self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
+        self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
+        self.samples: list[PhaseSample] = []
+
+        def observe(keys, env_state, t):
+            contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
+            return to_dtype(contexts, policy.dtype), mask, contexts
+
+        def pull(keys, env_state, t, contexts, arm):
+            return to_dtype(env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm), policy.dtype)
+
+        def act(params, keys, state, seen, mask, t):
+            return policy.act(params, state, round_key(keys.policy_act, t), seen, mask, t)[0]
+
+        def update(params, keys, state, seen, arm, feedback, t):
+            return policy.update(params, state, round_key(keys.policy_update, t), seen, arm, feedback, t)
+
+        self._observe = jax.jit(jax.vmap(observe, in_axes=(0, 0, None)))
+        self._pull = jax.jit(jax.vmap(pull, in_axes=(0, 0, None, 0, 0)))
+        self._act = jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0, None)))
+        self._update = jax.jit(jax.vmap(update, in_axes=(None, 0, 0, 0, 0, 0, None)))
+
+    def _median_seconds(self, fn, *args) -> tuple[float, Any]:
+        out = jax.block_until_ready(fn(*args))  # compiles on the first sample
+        times = []
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), out
+
+    def __call__(self, progress) -> jax.Array | None:
+        """Time round ``progress.t_done + 1`` on the states after ``progress.t_done`` rounds; return the arms
+        ``act`` chose there, per seed (the engine's choices of that round), or None after the horizon."""
+        t = progress.t_done + 1
+        if t > self.horizon:
+            return None
+        states = jax.tree.unflatten(self.treedef, [jnp.asarray(a) for a in progress.policy_state])
+        tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
+        seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
+        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, seen, mask, tt)
+        feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
+        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, seen, arms, feedback, tt)
+        self.samples.append(PhaseSample(t, select_s / self.n_seeds, update_s / self.n_seeds))
+        return arms

@@ -1,0 +1,44 @@
+"""Timing a run's two phases apart, per loop: which loops can, and how a run's timer is built.
+
+A loop whose rounds split into arm selection and model update offers a factory here, in
+:data:`PHASE_TIMERS`, building a :class:`~nlbandit.core.phases.PhaseTimer` for one run; the runner
+(:func:`nlbandit.experiments.runner.run_experiment`) hands it the run's progress after every chunk and
+stores its samples with the run (:meth:`nlbandit.store.Store.save_phases`). Kept apart from the loops'
+modules: timing is measured beside a run and changes none of its results, so it is not part of any run's
+code hash.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from nlbandit.core.phases import PhaseTimer
+from nlbandit.core.types import ProblemSpec
+from nlbandit.envs.registry import make_env
+from nlbandit.loops.base import traced_params
+from nlbandit.loops.bandit import BanditLoop
+from nlbandit.policies.registry import build_policy
+
+if TYPE_CHECKING:
+    from nlbandit.experiments.spec import RunConfig
+
+PHASE_SAMPLES = 10
+"""Rounds at which a run is timed, evenly spaced: its chunks shrink to ⌈T / (PHASE_SAMPLES + 1)⌉ rounds."""
+
+
+def bandit_timer(run: "RunConfig") -> PhaseTimer:
+    """The timer of a bandit-loop run: its environment, policy and traced hyperparameters, as
+    :meth:`~nlbandit.loops.bandit.BanditLoop.run_batch` builds them for a batch of one."""
+    env = make_env(**run.env)
+    policy, _ = build_policy(run.policy, ProblemSpec(env.spec.d, env.spec.k, run.horizon))
+    params, _ = traced_params(BanditLoop(), [run])
+    return PhaseTimer(env, policy, params, range(run.n_seeds), run.horizon)
+
+
+PHASE_TIMERS: dict[str, Callable[["RunConfig"], PhaseTimer]] = {BanditLoop.name: bandit_timer}
+"""Timer factories by loop name: the loops whose runs can have their phases timed apart."""
+
+
+def phase_chunk_size(chunk_size: int, horizon: int) -> int:
+    """Rounds per chunk of a run timed at :data:`PHASE_SAMPLES` rounds."""
+    return min(chunk_size, -(-horizon // (PHASE_SAMPLES + 1)))

@@ -1,0 +1,127 @@
+"""Select and update timed apart (nlbandit.core.phases), stored, read by claims and shown in reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nlbandit.core.phases import PhaseTimer
+from nlbandit.core.simulate import simulate
+from nlbandit.core.types import ProblemSpec
+from nlbandit.envs.registry import make_env
+from nlbandit.experiments.claims import phased_runs, timed_runs
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.policies.registry import make_policy
+from nlbandit.report.build import check_claims, load_rows, write_report
+from nlbandit.store import Store
+
+
+def test_timer_replays_the_engines_rounds():
+    # At every chunk boundary the timer builds round t + 1's inputs itself: the arms its act chooses
+    # there must be the engine's choices of round t + 1, seed by seed; one sample per boundary before T.
+    env = make_env("linear", d=3, k=5)
+    policy, params = make_policy("lin-phe", ProblemSpec(3, 5, 60))
+    timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2)
+    chosen = {}
+    res = simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25,
+                   on_chunk=lambda prog: chosen.setdefault(prog.t_done + 1, timer(prog)))
+    assert [s.t for s in timer.samples] == [26, 51] and chosen[61] is None
+    for t in (26, 51):
+        np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
+    assert all(s.select_s > 0 and s.update_s > 0 for s in timer.samples)
+
+
+PHASED = """
+horizon = 240
+seeds = 2
+
+[env]
+name = "linear"
+d = 3
+k = 5
+
+[[policies]]
+label = "UCB"
+name = "lin-ucb"
+
+[[policies]]
+label = "PHE"
+name = "lin-phe"
+
+[[policies]]
+label = "TS"
+name = "lin-ts"
+v = [0.5, 1.0]
+
+[[claims]]
+name = "split"
+text = "select and update times are read"
+check = "select_time('PHE') > 0 and update_time('PHE') > 0 and runtime('UCB') > 0"
+"""
+
+
+def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, tmp_path):
+    exp = load_experiment(experiment_file(PHASED), "full")
+    phe, ucb = (next(r for r in exp.runs if r.label == label) for label in ("PHE", "UCB"))
+    assert phased_runs(exp) == {phe.run_id} and timed_runs(exp) == {phe.run_id, ucb.run_id}
+    with Store(tmp_path / "p.duckdb") as store:
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == len(exp.runs)
+        assert store.phased([r.run_id for r in exp.runs]) == {phe.run_id}
+        stored = store.load(phe.run_id)
+        t, select, update = stored.phases
+        # PHASE_SAMPLES rounds, evenly spaced: chunks of ⌈240/11⌉ = 22 rounds.
+        np.testing.assert_array_equal(t, 22 * np.arange(1, 11) + 1)
+        assert (select > 0).all() and (update > 0).all() and stored.batch_size == 1
+        assert any("phases timed apart at 10 rounds" in m for m in logs)
+        rows = load_rows(exp, store)
+        (claim,) = check_claims(exp, rows)
+        values = dict(claim.values)
+        assert claim.holds is True
+        assert values["select_time('PHE')"] == pytest.approx(1e6 * select.mean(), rel=1e-12)
+        assert values["update_time('PHE')"] == pytest.approx(1e6 * update.mean(), rel=1e-12)
+        md, _ = write_report(exp, rows, tmp_path / "out", "test")
+        text = md.read_text()
+        assert "## Select and update time" in text and (tmp_path / "out" / "e_phases.png").stat().st_size > 0
+        assert text.count("| PHE | — | 23..221 (10) |") == 1 and "| UCB | — | 23" not in text
+
+
+def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_path):
+    exp = load_experiment(experiment_file(PHASED), "full")
+    claims = list(exp.claims)
+    exp.claims[:] = []
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        assert not store.phased([r.run_id for r in exp.runs])
+        exp.claims[:] = claims
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == 1
+        assert any("without their phases timed" in m for m in logs)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+
+
+def test_phase_claims_need_a_loop_with_phases(experiment_file):
+    from nlbandit.core.hyper import ConfigError
+
+    text = """
+    loop = "regression"
+    horizon = 50
+    seeds = 2
+
+    [env]
+    d = 3
+    y_max = 1.0
+
+    [[policies]]
+    label = "FTRL"
+    name = "ftrl"
+    env = { name = "stochastic", sigma = 1.0 }
+
+    [[claims]]
+    name = "x"
+    text = "x"
+    check = "select_time('FTRL') > 0"
+    """
+    with pytest.raises(ConfigError, match="select_time/update_time claims need a loop"):
+        load_experiment(experiment_file(text), "full")
