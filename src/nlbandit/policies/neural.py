@@ -24,7 +24,6 @@ code's; the theory uses θ₀ and g/√N), kept diagonal (``design = "diagonal"`
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jax
@@ -216,18 +215,30 @@ def _greedy_act(setup: NeuralSetup):
     return act
 
 
+def perturbed_rows(rows: Rows, key: jax.Array, sigma_r: jax.Array, per_arm: bool) -> Rows:
+    """``rows`` with fresh N(0, σ_R²) noise added to every stored observation: one draw per history row
+    (O(t), the perturbed-history baseline as the papers count it), or per arm of a fixed arm set one draw of
+    N(0, n_k σ_R²), the law of the sum of its n_k fresh draws — the same loss in distribution for O(K)
+    (spec 003 §2.5 notes it; the runtime comparison keeps the O(t) form)."""
+    if per_arm:
+        noise = jnp.sqrt(rows.n) * normal(key, rows.n.shape, F32)
+    else:
+        noise = history_noise(key, rows.count, rows.n.shape[0], F32)
+    return rows._replace(y=rows.y + sigma_r * noise)
+
+
 def neural_phe(spec: ProblemSpec, **options) -> Policy:
     """Neural-PHE / NPR (Jia, Zhang, Zhou, Gu & Wang 2022), as spec 003 §3 [REC]: play argmax_k f(x_k; θ),
     no bonus; after each reward draw fresh γ_s ~ N(0, σ_R²) for *every* stored observation s ≤ t and train
-    on the targets r_s + γ_s (the O(t)-per-round perturbed-history baseline of Sun, Wang & Xu's runtime
-    comparison: history buffer only). ``info.probability`` is that of the greedy choice (1/|ties|)."""
+    on the targets r_s + γ_s (:func:`perturbed_rows`). On the history buffer (the default) this is the
+    O(t)-per-round baseline of Sun, Wang & Xu's runtime comparison; ``backend = "arms"`` draws the per-arm
+    sums of the fresh noise directly, the same law in O(K) per round (for regret experiments at scale).
+    ``info.probability`` is that of the greedy choice (1/|ties|)."""
     setup = neural_setup(spec, **options)
 
     def learn(params, state, key, x, arm, reward):
         state = _append(setup, state, x, arm, reward)
-        rows = state.rows
-        noise = params.sigma_r * history_noise(key, rows.count, setup.capacity, F32)
-        return state, rows._replace(y=rows.y + noise)
+        return state, perturbed_rows(state.rows, key, params.sigma_r, setup.per_arm)
 
     return _policy("neural-phe", setup, _greedy_act(setup), learn)
 
@@ -322,19 +333,17 @@ def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) ->
                           "network")
 
 
-def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None,
-           backends: tuple[str, ...] = ("history", "arms")) -> PolicyEntry:
-    hypers = tuple(replace(h, choices=backends) if h.name == "backend" else h for h in NEURAL_HYPERS)
+def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None) -> PolicyEntry:
     extra = {} if finalize is None else {"finalize": finalize}
-    return PolicyEntry(name, make, own + hypers, doc, check=_check_neural, **extra)
+    return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, **extra)
 
 
 ENTRIES = (
     _entry("neural-ucb", neural_ucb, _DESIGN, "NeuralUCB (Zhou et al. 2020): f(x; θ) + √(λν)‖g‖_{Z⁻¹}"),
     _entry("neural-ts", neural_ts, _DESIGN, "NeuralTS (Zhang et al. 2021): r̃ ~ N(f(x; θ), λν‖g‖²_{Z⁻¹})"),
     _entry("neural-phe", neural_phe, (SIGMA_R,),
-           "Neural-PHE / NPR (Jia et al. 2022): every past reward re-perturbed each round (O(t) per round)",
-           backends=("history",)),
+           "Neural-PHE / NPR (Jia et al. 2022): every past reward re-perturbed each round (O(t) per round on "
+           "its history)"),
     _entry("neural-es", neural_es, (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
            "neural ensemble sampling (Sun, Wang & Xu 2025): m networks, incremental perturbations", members_used),
     _entry("neural-greedy", neural_greedy,
