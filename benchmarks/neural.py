@@ -162,7 +162,8 @@ def train_gflops(seeds: int, m: int = 10, repeats: int = 5) -> float:
     arms = jax.random.normal(jax.random.key(1), (K, D), jnp.float32)
     rows = empty_rows(K, D, m, "float32")._replace(x=arms, n=jnp.full((K,), 20.0, jnp.float32),
                                                   y=jax.random.normal(jax.random.key(2), (K, m), jnp.float32))
-    step = jax.jit(jax.vmap(lambda th, th0: train(arch, how, th, th0, rows, jnp.float32(LAM), jnp.float32(LR))))
+    step = jax.jit(jax.vmap(lambda th, th0: train(arch, how, th, th0, rows, jnp.float32(LAM), jnp.float32(LR),
+                                                                 jax.random.key(0))))
     jax.block_until_ready(step(theta, theta0))
     best = min(_timed(lambda: step(theta, theta0)) for _ in range(repeats))
     macs = K * (D * WIDTH + WIDTH * WIDTH * (DEPTH - 2) + WIDTH)

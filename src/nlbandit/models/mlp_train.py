@@ -1,5 +1,6 @@
 """Training the MLP of :mod:`nlbandit.models.mlp` on a bandit's data: the regularised squared loss, fixed-
-budget full-batch gradient descent (or Adam, via optax), on a masked history buffer or on per-arm statistics.
+budget full-batch gradient descent (or Adam, or minibatch SGD, via optax), on a masked history buffer or on
+per-arm statistics.
 
 The loss of spec 003 §1.4 (Neural-ES; Zhou et al. 2020 eq. 3.3 up to the width factor):
 
@@ -16,6 +17,11 @@ observation (n_i = 1, s_i = y_i; the sum runs over the filled blocks only, so a 
 row per arm of a fixed arm set (n_k pulls, s_k the sum of its responses: a step costs O(K·network)
 whatever t is — the exact "fixed-arm fast path" of spec 003 §2.4). An ensemble (responses (C, m)) trains
 its m members as one vmapped computation.
+
+Minibatch SGD (``optimizer = "sgd"``, history only) samples B observations uniformly with replacement at every
+step (the public NeuralUCB code's per-sample SGD is B = 1) and weighs each by n/B, so that its gradient is
+an unbiased estimate of the full-batch one: (n/B) Σ_batch data terms + the regulariser, divided by n for
+``mean``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import optax
 from nlbandit.models.history import HISTORY_BLOCK, Rows, blockwise_sum
 from nlbandit.models.mlp import MLP, mlp_apply
 
-OPTIMIZERS = ("gd", "adam")
+OPTIMIZERS = ("gd", "sgd", "adam")
 REDUCTIONS = ("mean", "sum")
 ANCHORS = ("init", "zero")
 REG_SCALES = ("width", "one")
@@ -40,13 +46,14 @@ class Training(NamedTuple):
 
     Attributes:
       steps: J, gradient steps per training call.
-      optimizer: ``gd`` (full-batch gradient descent, the papers') or ``adam`` (optax; its moments start
-        afresh at every call).
+      optimizer: ``gd`` (full-batch gradient descent, the papers'), ``sgd`` (minibatch SGD, optax; module
+        docstring) or ``adam`` (optax, full batch; its moments start afresh at every call).
       reduction: ``mean`` or ``sum`` (module docstring).
       anchor: ``init`` (θ₀) or ``zero``.
       reg_scale: ``width`` (λN) or ``one`` (λ).
       from_init: start every call from θ₀ (the theory) instead of the current θ (warm start).
       history: the rows are a history buffer (sum over its filled blocks) rather than per-arm statistics.
+      batch_size: B, observations per SGD step.
     """
 
     steps: int = 100
@@ -56,6 +63,7 @@ class Training(NamedTuple):
     reg_scale: str = "width"
     from_init: bool = False
     history: bool = True
+    batch_size: int = 1
 
 
 def loss_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, x: jax.Array, n: jax.Array,
@@ -78,28 +86,42 @@ def loss_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array,
     return grad / jnp.maximum(count, 1).astype(theta.dtype) if how.reduction == "mean" else grad
 
 
+def minibatch_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: Rows, lam: jax.Array,
+                       key: jax.Array) -> jax.Array:
+    """An unbiased estimate of ∇L(θ) on a history buffer from ``how.batch_size`` observations drawn uniformly
+    with replacement among the first ``rows.count`` (module docstring)."""
+    count = jnp.maximum(rows.count, 1)
+    pick = jax.random.randint(key, (how.batch_size,), 0, count)
+    weight = jnp.full((how.batch_size,), count / how.batch_size, theta.dtype)
+    return loss_gradient(arch, how._replace(history=False), theta, theta0, rows.x[pick], weight,
+                         weight * rows.y[pick], rows.count, lam)
+
+
 def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: Rows, lam: jax.Array,
-          lr: jax.Array) -> jax.Array:
-    """θ after ``how.steps`` optimiser steps on L (module docstring), from ``theta`` (warm start) or θ₀.
+          lr: jax.Array, key: jax.Array) -> jax.Array:
+    """θ after ``how.steps`` optimiser steps on L (module docstring), from ``theta`` (warm start) or θ₀;
+    ``key`` draws SGD's minibatches (unused by the full-batch optimisers).
 
     ``theta`` (p,) with scalar responses ``rows.y`` (C,), or an ensemble (m, p) with responses (C, m):
-    member j trains on column j (one vmapped computation).
+    member j trains on column j (one vmapped computation, its own minibatches).
     """
     if theta.ndim == 2:
-        return jax.vmap(lambda th, y: train(arch, how, th, theta0, rows._replace(y=y), lam, lr),
-                        in_axes=(0, 1))(theta, rows.y)
+        return jax.vmap(lambda th, y, k: train(arch, how, th, theta0, rows._replace(y=y), lam, lr, k),
+                        in_axes=(0, 1, 0))(theta, rows.y, jax.random.split(key, theta.shape[0]))
     start = theta0 if how.from_init else theta
 
-    def grad(th):
+    def grad(i, th):
+        if how.optimizer == "sgd":
+            return minibatch_gradient(arch, how, th, theta0, rows, lam, jax.random.fold_in(key, i))
         return loss_gradient(arch, how, th, theta0, rows.x, rows.n, rows.y, rows.count, lam)
 
     if how.optimizer == "gd":
-        return jax.lax.fori_loop(0, how.steps, lambda _, th: th - lr * grad(th), start)
-    opt = optax.adam(lr)
+        return jax.lax.fori_loop(0, how.steps, lambda i, th: th - lr * grad(i, th), start)
+    opt = optax.sgd(lr) if how.optimizer == "sgd" else optax.adam(lr)
 
-    def step(_, carry):
+    def step(i, carry):
         th, opt_state = carry
-        updates, opt_state = opt.update(grad(th), opt_state, th)
+        updates, opt_state = opt.update(grad(i, th), opt_state, th)
         return optax.apply_updates(th, updates), opt_state
 
     return jax.lax.fori_loop(0, how.steps, step, (start, opt.init(start)))[0]

@@ -16,7 +16,7 @@ Every policy here is one composition of the same parts:
 Spec 003 §3 [REC] is followed for the baselines: all of them share Neural-ES's network and training, so
 only the exploration rule differs (the reference code's PyTorch initialisation, unscaled output and sparser
 training cadence are options, ``init = "standard"``, ``output_scale = "none"``, ``train_every``; its per-sample
-SGD is not offered: full-batch GD or Adam). The confidence design is
+SGD is minibatch SGD with B = 1, ``optimizer = "sgd"``). The confidence design is
 Z = λI + Σ g gᵀ over the gradients g = ∇_θ f(x; θ) at the *current* θ of the chosen arms (the reference
 code's; the theory uses θ₀ and g/√N), kept diagonal (``design = "diagonal"``, U += g ⊙ g) or full
 (``"full"``, Sherman–Morrison; for small p).
@@ -83,10 +83,11 @@ class NeuralState(NamedTuple):
 def neural_setup(spec: ProblemSpec, width: int = 20, depth: int = 3, init: str = "symmetric",
                  duplicate: bool = False, output_scale: str = "ntk", steps: int = 100, optimizer: str = "gd",
                  reduction: str = "mean", anchor: str = "init", reg_scale: str = "width", from_init: bool = False,
-                 backend: str = "history", train_every: int = 1, warmup_rounds: int | None = None) -> NeuralSetup:
+                 backend: str = "history", train_every: int = 1, warmup_rounds: int | None = None,
+                 batch_size: int = 1) -> NeuralSetup:
     """The static choices of a neural policy (the hyperparameters of :data:`NEURAL_HYPERS`)."""
     arch = MLP(spec.d, width, depth, duplicate, output_scale)
-    how = Training(steps, optimizer, reduction, anchor, reg_scale, from_init, backend == "history")
+    how = Training(steps, optimizer, reduction, anchor, reg_scale, from_init, backend == "history", batch_size)
     capacity = history_capacity(spec.horizon) if backend == "history" else spec.k
     rounds = spec.k if warmup_rounds is None else warmup_rounds
     return NeuralSetup(spec, arch, how, init, capacity, rounds, train_every)
@@ -119,7 +120,7 @@ def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = Non
         state, rows = learn(params, state, key, contexts[arm], arm, feedback.reward)
         due = (t >= setup.warmup_rounds) & ((t - setup.warmup_rounds) % setup.train_every == 0)
         theta = jax.lax.cond(due, lambda: train(arch, setup.how, state.theta, state.theta0, rows, params.lam,
-                                                params.lr), lambda: state.theta)
+                                                params.lr, jax.random.fold_in(key, 1)), lambda: state.theta)
         return state._replace(theta=theta)
 
     def healthy(state):
@@ -294,7 +295,10 @@ NEURAL_HYPERS = (
     Hyper("lam", 1.0, "regularisation λ of the loss and of the design Z = λI + Σ ggᵀ", low=0.0, low_open=True),
     Hyper("lr", 0.01, "step size η", low=0.0, low_open=True),
     Hyper("steps", 100, "J, optimiser steps per training call", kind=int, static=True, low=1),
-    Hyper("optimizer", "gd", "full-batch gradient descent (gd) or Adam", kind=str, static=True, choices=OPTIMIZERS),
+    Hyper("optimizer", "gd", "full-batch gradient descent (gd), minibatch SGD (sgd; history only) or full-batch "
+          "Adam", kind=str, static=True, choices=OPTIMIZERS),
+    Hyper("batch_size", 1, "B, observations per SGD step, drawn uniformly with replacement (1: the public NeuralUCB "
+          "code's per-sample SGD)", kind=int, static=True, low=1),
     Hyper("reduction", "mean", "loss divided by the number of observations (mean) or not (sum)", kind=str,
           static=True, choices=REDUCTIONS),
     Hyper("anchor", "init", "regularise toward θ₀ (init) or 0 (zero)", kind=str, static=True, choices=ANCHORS),
@@ -323,6 +327,9 @@ def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) ->
     problem = arch.check(config["init"], where)
     if problem:
         raise ConfigError(problem)
+    if config["optimizer"] == "sgd" and config["backend"] != "history":
+        raise ConfigError(f"{where}: field 'optimizer' = 'sgd' samples single observations, which per-arm "
+                          "statistics do not keep; use backend = 'history' or optimizer = 'gd' or 'adam'")
     rounds = env.spec.k if config["warmup_rounds"] is None else config["warmup_rounds"]
     if rounds > horizon:
         raise ConfigError(f"{where}: field 'warmup_rounds': the warm-up lasts {rounds} rounds, longer than the "
