@@ -73,6 +73,7 @@ from nlbandit.experiments.claims import KINDS, phased_runs, validate_claim
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import check_memory
 from nlbandit.loops.phases import PHASE_TIMERS
+from nlbandit.policies.neural_memory import neural_memory
 from nlbandit.provenance import code_hash
 
 SCALES = ("quick", "full")
@@ -464,9 +465,13 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                     names.append(full_label)
                     for part, size in loop.memory(run_env, horizon, n_seeds, top["record_points"], history).items():
                         parts[part] = parts.get(part, 0) + size
+                    for part, size in neural_memory(resolved, run_env, horizon).items():
+                        parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + n_seeds * size
     for names, parts in batch_memory.values():
+        neural = " (a neural policy: also lower width, depth or m, or use backend = 'arms')" if any(
+            part.endswith("×S") for part in parts) else ""
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
-                                                    if len(names) > 1 else ""), where)
+                                                    if len(names) > 1 else "") + neural, where)
 
     if not isinstance(raw.get("claims", []), list):
         raise ConfigError(f"{where}: field 'claims' must be an array of tables ([[claims]]), got {raw['claims']!r}")

@@ -1,0 +1,65 @@
+"""How much memory a neural policy needs per seed, by part (issue 13 §9), checked before anything runs.
+
+With p = the network's parameter count (:attr:`~nlbandit.models.mlp.MLP.n_params`), m the ensemble size (1
+for a single network; for ``@anytime`` the largest epoch's), C the data rows (the history capacity, T rounded
+up to 128-row blocks, or K per-arm rows on ``backend = "arms"``), d the feature dimension, K arms, N the
+width and L the depth, a neural policy holds per seed, in float32 (4 bytes):
+
+* **network**: (m + 1)·p — its parameters (or the ensemble's) and θ₀;
+* **data**: C·(d + 1 + m) — features, counts and responses (m perturbed columns for an ensemble);
+* **design** (NeuralUCB, NeuralTS): p on the diagonal, p² for the full Z⁻¹ (1 for the others);
+* **warm-up plan and counters**: the warm-up's rounds and two counters (int32); ``@anytime`` with ``warmup_scope = "once"`` keeps a
+  second copy of all of the above (the state at the warm-up's end);
+* **selection** (transient): NeuralUCB/TS's K per-arm gradients, K·p (twice that with a full design: Z⁻¹g);
+  the ensemble's member scores, K·m;
+* **training** (transient): one block's activations and their gradients, 3·B·N·L per member, B = 128
+  history rows or K.
+
+The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
+adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
+(:func:`nlbandit.loops.base.check_memory`). The parts that live in the state are exactly the state's
+arrays (tested against ``jax.eval_shape`` of the policy's ``init``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nlbandit.core.types import ProblemSpec
+from nlbandit.models.history import HISTORY_BLOCK, history_capacity
+from nlbandit.models.mlp import MLP
+from nlbandit.policies.anytime import SUFFIX, epoch_table
+
+NEURAL = ("neural-ucb", "neural-ts", "neural-phe", "neural-es", "neural-greedy")
+"""The policies (and their ``@anytime`` variants) whose memory :func:`neural_memory` states."""
+F32 = 4
+
+
+def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> dict[str, int]:
+    """Bytes per seed of a resolved neural policy configuration on a resolved environment (its ``d`` and
+    ``k``) over ``horizon`` rounds, by part (module docstring); an empty dict for a policy that is not one
+    of :data:`NEURAL`."""
+    name = config["name"].removesuffix(SUFFIX)
+    if name not in NEURAL:
+        return {}
+    spec = ProblemSpec(env["d"], env["k"], horizon)
+    arch = MLP(spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"])
+    p = arch.n_params
+    m = config.get("m", 1) if name == "neural-es" else 1
+    if config["name"].endswith(SUFFIX) and config.get("schedule") == "sun2025":
+        m = int(epoch_table(config["t0"], config["b"], spec.horizon, config["schedule"])[1]["m_used"].max())
+    rows = history_capacity(spec.horizon) if config["backend"] == "history" else spec.k
+    design = {"diagonal": p, "full": p * p}.get(config.get("design"))
+    gradients = spec.k * m if design is None else spec.k * p * (2 if config.get("design") == "full" else 1)
+    block = HISTORY_BLOCK if config["backend"] == "history" else spec.k
+    warmup = spec.k if config["warmup_rounds"] is None else config["warmup_rounds"]
+    parts = {
+        "network (m + 1)·p": F32 * (m + 1) * p,
+        "data C·(d + 1 + m)": F32 * rows * (spec.d + 1 + m),
+        "design": F32 * (design or 1),  # a scalar placeholder without one
+        "warm-up plan and counters": 4 * (max(warmup, 1) + 2),
+    }
+    if config.get("warmup_scope") == "once":  # @anytime keeps the state reached at the warm-up's end
+        parts["saved warm-up state"] = sum(parts.values())
+    return {**parts, "selection (transient)": F32 * gradients,
+            "training (transient)": F32 * 3 * block * arch.width * arch.depth * m}
