@@ -2,9 +2,10 @@
 
 Each family module (:mod:`~nlbandit.policies.baselines`, :mod:`~nlbandit.policies.linear`,
 :mod:`~nlbandit.policies.glm`, :mod:`~nlbandit.policies.logistic`, :mod:`~nlbandit.policies.hetero`,
-:mod:`~nlbandit.policies.neural`) declares its policies and their hyperparameters as ``ENTRIES``; ``<name>@anytime`` wraps any of them in the
-doubling trick (:mod:`~nlbandit.policies.anytime`). Adding a policy means adding it to its family's
-``ENTRIES`` (or a new family module listed in :data:`FAMILIES`).
+:mod:`~nlbandit.policies.neural`, :mod:`~nlbandit.policies.deep`) declares its policies and their
+hyperparameters as ``ENTRIES``; ``<name>@anytime`` wraps any of them in the doubling trick
+(:mod:`~nlbandit.policies.anytime`). Adding a policy means adding it to its family's ``ENTRIES`` (or a new
+family module listed in :data:`FAMILIES`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import jax.numpy as jnp
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, Policy, ProblemSpec
-from nlbandit.policies import baselines, glm, hetero, linear, logistic, neural
+from nlbandit.policies import baselines, deep, glm, hetero, linear, logistic, neural
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
-FAMILIES = (baselines, linear, glm, logistic, hetero, neural)
+FAMILIES = (baselines, linear, glm, logistic, hetero, neural, deep)
 """The family modules whose ``ENTRIES`` make up the registry, in listing order."""
 
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
