@@ -349,13 +349,15 @@ def test_hand_built_params_records_drive_the_family_constructors():
 @pytest.mark.parametrize("name, options", [
     ("neural-ucb", {"design": "diagonal"}), ("neural-ts", {"design": "full", "backend": "arms"}),
     ("neural-es", {"m": 4}), ("neural-es", {"m": 3, "backend": "arms"}), ("neural-phe", {}),
-    ("neural-greedy", {"warmup_rounds": 2}), ("neural-es@anytime", {"t0": 100, "schedule": "sun2025"})])
+    ("neural-greedy", {"warmup_rounds": 2}), ("neural-es@anytime", {"t0": 100, "schedule": "sun2025"}),
+    ("deep-fpl", {"hidden": 7}), ("deep-fl", {"batch": 5}), ("rep-glm-fpl", {"explore_fraction": 0.1})])
 def test_memory_formula_matches_the_policy_state(name, options):
     # The formula's state parts are the bytes of the state init builds (jax.eval_shape), exactly.
     from nlbandit.policies.neural_memory import neural_memory
     from nlbandit.policies.registry import build_policy, resolve_policy
 
-    config = resolve_policy({"name": name, "width": 6, "depth": 3, **options})
+    network = {} if name.startswith(("deep", "rep")) else {"width": 6, "depth": 3}
+    config = resolve_policy({"name": name, **network, **options})
     spec = nb.ProblemSpec(4, 5, 300)
     policy, params = build_policy(config, spec)
     p32 = jax.tree.map(lambda a: a.astype(jnp.float32), params)

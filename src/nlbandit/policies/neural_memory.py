@@ -15,6 +15,11 @@ width and L the depth, a neural policy holds per seed, in float32 (4 bytes):
 * **training** (transient): one block's activations and their gradients, 3·B·N·L per member, B = 128
   history rows or K.
 
+Kveton et al.'s policies (:mod:`nlbandit.policies.deep`), with H hidden units, a window of B examples and
+E = ⌈m·T⌉ exploration rounds, hold the network with its Adam moments, 3·(d·H + 2H + 1) floats and a step
+counter, and the window, B·(d + 1) and a counter; ``rep-glm-fpl`` adds the exploration phase's features, E·d, its
+T-sized history on the embedding, C·(H + 3), and θ̃, H + 1.
+
 The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
 adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
 (:func:`nlbandit.loops.base.check_memory`). The parts that live in the state are exactly the state's
@@ -29,20 +34,36 @@ from nlbandit.core.types import ProblemSpec
 from nlbandit.models.history import HISTORY_BLOCK, history_capacity
 from nlbandit.models.mlp import MLP
 from nlbandit.policies.anytime import SUFFIX, epoch_table
+from nlbandit.policies.deep import exploration_rounds
 
 NEURAL = ("neural-ucb", "neural-ts", "neural-phe", "neural-es", "neural-greedy")
+DEEP = ("deep-fpl", "deep-fl", "rep-glm-fpl")
 """The policies (and their ``@anytime`` variants) whose memory :func:`neural_memory` states."""
 F32 = 4
+
+
+def _deep_memory(config: dict[str, Any], spec: ProblemSpec) -> dict[str, int]:
+    """Bytes per seed of one of :data:`DEEP` (module docstring)."""
+    d, hidden, batch = spec.d, config["hidden"], config["batch"]
+    parts = {"network and Adam moments": F32 * (3 * (d * hidden + 2 * hidden + 1) + 1),
+             "window B·(d + 1)": F32 * (batch * (d + 1) + 1)}
+    if config["name"].removesuffix(SUFFIX) == "rep-glm-fpl":
+        explore = exploration_rounds(config["explore_fraction"], spec.horizon)
+        parts["exploration features E·d"] = F32 * explore * d
+        parts["history C·(H + 3) and θ̃"] = F32 * (history_capacity(spec.horizon) * (hidden + 3) + 1 + hidden + 1)
+    return parts
 
 
 def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> dict[str, int]:
     """Bytes per seed of a resolved neural policy configuration on a resolved environment (its ``d`` and
     ``k``) over ``horizon`` rounds, by part (module docstring); an empty dict for a policy that is not one
-    of :data:`NEURAL`."""
+    of :data:`NEURAL` or :data:`DEEP`."""
     name = config["name"].removesuffix(SUFFIX)
-    if name not in NEURAL:
+    if name not in NEURAL + DEEP:
         return {}
     spec = ProblemSpec(env["d"], env["k"], horizon)
+    if name in DEEP:
+        return _deep_memory(config, spec)
     arch = MLP(spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"])
     p = arch.n_params
     m = config.get("m", 1) if name == "neural-es" else 1
