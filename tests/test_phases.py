@@ -21,7 +21,7 @@ def test_timer_replays_the_engines_rounds():
     # At every chunk boundary the timer builds round t + 1's inputs itself: the arms its act chooses
     # there must be the engine's choices of round t + 1, seed by seed; one sample per boundary before T.
     env = make_env("linear", d=3, k=5)
-    policy, params = make_policy("lin-phe", ProblemSpec(3, 5, 60))
+    policy, params = make_policy("lin-ts", ProblemSpec(3, 5, 60))
     timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2)
     chosen = {}
     res = simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25,
@@ -33,7 +33,7 @@ def test_timer_replays_the_engines_rounds():
 
 
 PHASED = """
-horizon = 240
+horizon = 120
 seeds = 2
 
 [env]
@@ -48,11 +48,6 @@ name = "lin-ucb"
 [[policies]]
 label = "PHE"
 name = "lin-phe"
-
-[[policies]]
-label = "TS"
-name = "lin-ts"
-v = [0.5, 1.0]
 
 [[claims]]
 name = "split"
@@ -71,8 +66,8 @@ def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, 
         assert store.phased([r.run_id for r in exp.runs]) == {phe.run_id}
         stored = store.load(phe.run_id)
         t, select, update = stored.phases
-        # PHASE_SAMPLES rounds, evenly spaced: chunks of ⌈240/11⌉ = 22 rounds.
-        np.testing.assert_array_equal(t, 22 * np.arange(1, 11) + 1)
+        # PHASE_SAMPLES rounds, evenly spaced: chunks of ⌈120/11⌉ = 11 rounds.
+        np.testing.assert_array_equal(t, 11 * np.arange(1, 11) + 1)
         assert (select > 0).all() and (update > 0).all() and stored.batch_size == 1
         assert any("phases timed apart at 10 rounds" in m for m in logs)
         rows = load_rows(exp, store)
@@ -84,7 +79,7 @@ def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, 
         md, _ = write_report(exp, rows, tmp_path / "out", "test")
         text = md.read_text()
         assert "## Select and update time" in text and (tmp_path / "out" / "e_phases.png").stat().st_size > 0
-        assert text.count("| PHE | — | 23..221 (10) |") == 1 and "| UCB | — | 23" not in text
+        assert text.count("| PHE | — | 12..111 (10) |") == 1 and "| UCB | — | 12" not in text
 
 
 def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_path):
