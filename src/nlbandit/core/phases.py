@@ -45,7 +45,7 @@ class PhaseTimer:
     """
 
     def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5):
-        self.policy, self.horizon, self.repeats = policy, horizon, repeats
+        self.horizon, self.repeats = horizon, repeats
         self.params = to_dtype(as_params(policy.params_type, params), policy.dtype)
         self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
         self.n_seeds = int(self.keys.policy_act.shape[0])

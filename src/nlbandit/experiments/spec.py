@@ -439,6 +439,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
     runs, labels, elsewhere = [], [], []
     batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
+    neural_batches: set[str] = set()  # the batches with a neural policy's arrays among them
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
@@ -467,9 +468,10 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                         parts[part] = parts.get(part, 0) + size
                     for part, size in neural_memory(resolved, run_env, horizon).items():
                         parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + n_seeds * size
-    for names, parts in batch_memory.values():
-        neural = " (a neural policy: also lower width, depth or m, or use backend = 'arms')" if any(
-            part.endswith("×S") for part in parts) else ""
+                        neural_batches.add(key)
+    for key, (names, parts) in batch_memory.items():
+        neural = (" (a neural policy: also lower width, depth or m, or use backend = 'arms')"
+                  if key in neural_batches else "")
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else "") + neural, where)
 

@@ -175,7 +175,7 @@ class RepState(NamedTuple):
       model: the network (trained in the exploration phase, frozen after it).
       raw: (E, d) the features of the exploration phase's E observations, embedded at the switch.
       rows: the history of GLM-FPL (:class:`~nlbandit.models.history.Rows` of capacity T) on the embedded
-        features ψ(x) (H + 1 columns; zero placeholders for the exploration phase until the switch).
+        features ψ(x) (H + 1 columns; the exploration phase's rows hold zeros until the switch embeds them).
       theta: (H + 1,) the perturbed estimate θ̃ that ``act`` scores with after the switch.
     """
 

@@ -8,8 +8,8 @@ width and L the depth, a neural policy holds per seed, in float32 (4 bytes):
 * **network**: (m + 1)·p — its parameters (or the ensemble's) and θ₀;
 * **data**: C·(d + 1 + m) — features, counts and responses (m perturbed columns for an ensemble);
 * **design** (NeuralUCB, NeuralTS): p on the diagonal, p² for the full Z⁻¹ (1 for the others);
-* **warm-up plan and counters**: the warm-up's rounds and two counters (int32); ``@anytime`` with ``warmup_scope = "once"`` keeps a
-  second copy of all of the above (the state at the warm-up's end);
+* **warm-up plan and counters**: the warm-up's rounds and two counters (int32); ``@anytime`` with
+  ``warmup_scope = "once"`` keeps a second copy of all of the above (the state at the warm-up's end);
 * **selection** (transient): NeuralUCB/TS's K per-arm gradients, K·p (twice that with a full design: Z⁻¹g);
   the ensemble's member scores, K·m;
 * **training** (transient): one block's activations and their gradients, 3·B·N·L per member, B = 128
@@ -17,8 +17,8 @@ width and L the depth, a neural policy holds per seed, in float32 (4 bytes):
 
 Kveton et al.'s policies (:mod:`nlbandit.policies.deep`), with H hidden units, a window of B examples and
 E = ⌈m·T⌉ exploration rounds, hold the network with its Adam moments, 3·(d·H + 2H + 1) floats and a step
-counter, and the window, B·(d + 1) and a counter; ``rep-glm-fpl`` adds the exploration phase's features, E·d, its
-T-sized history on the embedding, C·(H + 3), and θ̃, H + 1.
+counter, and the window, B·(d + 1) and a counter; ``rep-glm-fpl`` adds the exploration phase's features,
+E·d, its T-sized history on the embedding, C·(H + 3), and θ̃, H + 1.
 
 The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
 adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
@@ -77,7 +77,7 @@ def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> 
     parts = {
         "network (m + 1)·p": F32 * (m + 1) * p,
         "data C·(d + 1 + m)": F32 * rows * (spec.d + 1 + m),
-        "design": F32 * (design or 1),  # a scalar placeholder without one
+        "design": F32 * (design or 1),  # the state keeps a 0-d array when the policy has no design
         "warm-up plan and counters": 4 * (max(warmup, 1) + 2),
     }
     if config.get("warmup_scope") == "once":  # @anytime keeps the state reached at the warm-up's end

@@ -113,6 +113,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def _save_png(fig, path: Path) -> None:
+    """Write a matplotlib figure to ``path`` as PNG (atomically) and close it."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    _atomic_write(path, buf.getvalue())
+
+
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     """Mean cumulative regret with 95% confidence bands, one panel per environment case."""
     import matplotlib
@@ -147,21 +157,17 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     bands = "; bands: 95% CI of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    _atomic_write(path, buf.getvalue())
+    _save_png(fig, path)
 
 
-def plot_phases(exp: Experiment, rows: list[Row], path: Path) -> None:
-    """The runs with their phases timed apart: bars of seconds per run (one seed, T rounds) split into
-    selection and update (spec 003 §4.4 [REC], Fig. 1f), and the sampled per-round times against t."""
+def plot_phases(exp: Experiment, timed: list[Row], path: Path) -> None:
+    """The runs ``timed`` (their phases timed apart): bars of seconds per run (one seed, T rounds) split
+    into selection and update (spec 003 §4.4 [REC], Fig. 1f), and the sampled per-round times against t."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    timed = [r for r in rows if r.stored.phases is not None]
     names = [r.run.label + (f" ({r.run.case_label})" if r.run.case else "") for r in timed]
     select = np.array([r.timing().select for r in timed]) * exp.horizon / 1e6
     update = np.array([r.timing().update for r in timed]) * exp.horizon / 1e6
@@ -185,10 +191,7 @@ def plot_phases(exp: Experiment, rows: list[Row], path: Path) -> None:
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds vectorised): select and update "
                  "timed apart", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    _atomic_write(path, buf.getvalue())
+    _save_png(fig, path)
 
 
 def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
@@ -196,7 +199,7 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     timed = [r for r in rows if r.stored.phases is not None]
     if not timed:
         return []
-    plot_phases(exp, rows, png)
+    plot_phases(exp, timed, png)
     lines = ["", "## Select and update time", "",
              f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
              f"`update` were timed apart on the run's own states (all {exp.n_seeds} seeds vectorised, median of 5 "
