@@ -16,8 +16,8 @@ import nlbandit as nb
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.params import params_record
 from nlbandit.models.history import add_row, empty_rows
-from nlbandit.models.mlp import MLP, mlp_apply, mlp_grads, mlp_init, unflatten
-from nlbandit.models.mlp_train import Training, train
+from nlbandit.models.mlp import MLP, flatten, mlp_apply, mlp_grads, mlp_init, unflatten
+from nlbandit.models.mlp_train import Training, data_gradients, train
 from nlbandit.models.ridge import diagonal_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.exploration import member_draw
 
@@ -93,6 +93,24 @@ def _data(k=6, d=4, n=40, m=None):
         hist = add_row(hist, jnp.asarray(arms[a]), a, jnp.asarray(y[i]), False)
         per_arm = add_row(per_arm, jnp.asarray(arms[a]), a, jnp.asarray(y[i]), True)
     return arms, pulls, y, hist, per_arm
+
+
+@pytest.mark.parametrize("depth, scale, duplicate", [(1, "ntk", False), (2, "none", True), (3, "ntk", False),
+                                                    (4, "ntk", True)])
+def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate):
+    arch = MLP(5, 6, depth, duplicate, scale)
+    theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
+    x = jnp.asarray(_x(9, 5))
+    x = x.at[3].set(0.0)  # a row with every pre-activation exactly 0: ReLU's derivative there is 0 on both sides
+    n, s = jnp.asarray(RNG.integers(0, 4, 9).astype(np.float64)), jnp.asarray(RNG.standard_normal(9))
+
+    def loss(th):
+        f = mlp_apply(arch, th, x)
+        return jnp.sum(0.5 * n * f * f - s * f)
+
+    mine = data_gradients(arch, unflatten(arch, theta), x, n, s)
+    assert [g.shape for g in mine] == [tuple(shape) for shape in arch.shapes()]
+    np.testing.assert_allclose(flatten(mine), jax.grad(loss)(theta), rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("reduction, reg_scale, anchor", [("mean", "width", "init"), ("sum", "one", "zero")])

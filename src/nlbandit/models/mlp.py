@@ -90,6 +90,16 @@ def unflatten(arch: MLP, theta: jax.Array) -> list[jax.Array]:
     return out
 
 
+def flatten(weights: list[jax.Array]) -> jax.Array:
+    """The flat θ (p,) holding the weight matrices W_1, …, W_L (the inverse of :func:`unflatten`)."""
+    return jnp.concatenate([w.reshape(-1) for w in weights])
+
+
+def output_scale(arch: MLP) -> float:
+    """c, the factor on the last layer's output: √N (``ntk``) or 1."""
+    return math.sqrt(arch.width) if arch.scale == "ntk" else 1.0
+
+
 def mlp_apply(arch: MLP, theta: jax.Array, x: jax.Array) -> jax.Array:
     """f(x; θ) for raw features ``x`` (..., d): the network's outputs, shape (...)."""
     h = inputs(arch, x).astype(theta.dtype)
@@ -97,7 +107,7 @@ def mlp_apply(arch: MLP, theta: jax.Array, x: jax.Array) -> jax.Array:
     for w in weights[:-1]:
         h = jax.nn.relu(h @ w.T)
     out = (h @ weights[-1].T)[..., 0]
-    return out * math.sqrt(arch.width) if arch.scale == "ntk" else out
+    return out * output_scale(arch)
 
 
 def mlp_grads(arch: MLP, theta: jax.Array, x: jax.Array) -> jax.Array:
@@ -122,4 +132,4 @@ def mlp_init(arch: MLP, key: jax.Array, init: str = "symmetric", dtype: str = "f
         else:  # (w, −w), w ~ N(0, 2/N) (2/d_in for the linear model L = 1: the last layer's fan-in)
             w = jax.random.normal(key_l, (1, cols // 2), dtype) * math.sqrt(2.0 / cols)
             blocks.append(jnp.concatenate([w, -w], axis=1))
-    return jnp.concatenate([b.reshape(-1) for b in blocks])
+    return flatten(blocks)

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import optax
 
 from nlbandit.models.history import HISTORY_BLOCK, Rows, blockwise_sum
-from nlbandit.models.mlp import MLP, mlp_apply
+from nlbandit.models.mlp import MLP, flatten, inputs, output_scale, unflatten
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 REDUCTIONS = ("mean", "sum")
@@ -66,35 +66,78 @@ class Training(NamedTuple):
     batch_size: int = 1
 
 
+def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Array,
+                   s: jax.Array) -> list[jax.Array]:
+    """∇ of Σ_i [½ n_i f(x_i)² − s_i f(x_i)] with respect to each of W_1, …, W_L, for rows x (C, d).
+
+    Backpropagation by hand in column layout (features × rows: H_l = φ(W_l H_{l−1}), ∇W_l = Δ_l H_{l−1}ᵀ,
+    Δ_{l−1} = (W_lᵀ Δ_l) ⊙ 1[W_{l−1} H_{l−2} > 0]), so that, once vmapped over an ensemble and the seeds,
+    every product is a plain or batched matrix product on contiguous operands: the members' first layers
+    on shared rows become one product, and XLA inserts no transposes. W_lᵀ is materialised (an N × N copy)
+    behind an optimisation barrier: XLA would otherwise fold the transpose into the product, a form its CPU
+    kernel library does not take, and the step ran 1.3× slower (``benchmarks/neural.py`` times it). Equal
+    to ``jax.grad`` of the loss (tests/test_neural.py).
+    """
+    h = inputs(arch, x).astype(weights[0].dtype).T
+    layer_inputs, pre = [h], []
+    for w in weights[:-1]:
+        pre.append(w @ h)
+        h = jax.nn.relu(pre[-1])
+        layer_inputs.append(h)
+    c = output_scale(arch)
+    f = c * (weights[-1] @ h)[0]
+    delta = (c * (n * f - s))[None, :]
+    grads = [None] * len(weights)
+    for layer in reversed(range(len(weights))):
+        grads[layer] = delta @ layer_inputs[layer].T
+        if layer:
+            delta = jnp.where(pre[layer - 1] > 0, jax.lax.optimization_barrier(weights[layer].T) @ delta, 0.0)
+    return grads
+
+
+def _loss_gradients(arch: MLP, how: Training, weights: list[jax.Array], anchors: list[jax.Array], x: jax.Array,
+                    n: jax.Array, s: jax.Array, count: jax.Array, lam: jax.Array) -> list[jax.Array]:
+    """∇L (module docstring) by weight matrix, with ``anchors`` the matrices of θ_a."""
+    dtype = weights[0].dtype
+    active = (count, HISTORY_BLOCK) if how.history else None
+    grads = blockwise_sum(lambda xb, nb, sb: data_gradients(arch, weights, xb, nb, sb), x, n.astype(dtype),
+                          s.astype(dtype), active)
+    scale = lam * (arch.width if how.reg_scale == "width" else 1.0)
+    grads = [g + scale * (w - a) for g, w, a in zip(grads, weights, anchors)]
+    if how.reduction == "mean":
+        grads = [g / jnp.maximum(count, 1).astype(dtype) for g in grads]
+    return grads
+
+
+def _anchors(arch: MLP, how: Training, theta0: jax.Array) -> list[jax.Array]:
+    """The weight matrices of θ_a: θ₀'s (``init``) or zeros."""
+    return unflatten(arch, theta0 if how.anchor == "init" else jnp.zeros_like(theta0))
+
+
 def loss_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, x: jax.Array, n: jax.Array,
                   s: jax.Array, count: jax.Array, lam: jax.Array) -> jax.Array:
-    """∇L(θ) (module docstring) for one network on rows (x (C, d), n (C,), s (C,)) holding ``count``
-    observations."""
+    """∇L(θ) (module docstring), flat (p,), for one network on rows (x (C, d), n (C,), s (C,)) holding
+    ``count`` observations."""
+    return flatten(_loss_gradients(arch, how, unflatten(arch, theta), _anchors(arch, how, theta0), x, n, s, count,
+                                   lam))
 
-    def data_term(xb, nb, sb):
-        def loss(th):
-            f = mlp_apply(arch, th, xb)
-            return jnp.sum(0.5 * nb * f * f - sb * f)
 
-        return jax.grad(loss)(theta)
-
-    active = (count, HISTORY_BLOCK) if how.history else None
-    grad = blockwise_sum(data_term, x, n.astype(theta.dtype), s.astype(theta.dtype), active)
-    anchor = theta0 if how.anchor == "init" else jnp.zeros_like(theta0)
-    scale = arch.width if how.reg_scale == "width" else 1.0
-    grad = grad + lam * scale * (theta - anchor)
-    return grad / jnp.maximum(count, 1).astype(theta.dtype) if how.reduction == "mean" else grad
+def _minibatch_gradients(arch: MLP, how: Training, weights: list[jax.Array], anchors: list[jax.Array],
+                         rows: Rows, lam: jax.Array, key: jax.Array) -> list[jax.Array]:
+    """:func:`minibatch_gradient` by weight matrix."""
+    count = jnp.maximum(rows.count, 1)
+    pick = jax.random.randint(key, (how.batch_size,), 0, count)
+    weight = jnp.full((how.batch_size,), count / how.batch_size, weights[0].dtype)
+    return _loss_gradients(arch, how._replace(history=False), weights, anchors, rows.x[pick], weight,
+                           weight * rows.y[pick], rows.count, lam)
 
 
 def minibatch_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: Rows, lam: jax.Array,
                        key: jax.Array) -> jax.Array:
-    """An unbiased estimate of ∇L(θ) on a history buffer from ``how.batch_size`` observations drawn uniformly
-    with replacement among the first ``rows.count`` (module docstring)."""
-    count = jnp.maximum(rows.count, 1)
-    pick = jax.random.randint(key, (how.batch_size,), 0, count)
-    weight = jnp.full((how.batch_size,), count / how.batch_size, theta.dtype)
-    return loss_gradient(arch, how._replace(history=False), theta, theta0, rows.x[pick], weight,
-                         weight * rows.y[pick], rows.count, lam)
+    """An unbiased estimate of ∇L(θ), flat (p,), on a history buffer from ``how.batch_size`` observations
+    drawn uniformly with replacement among the first ``rows.count`` (module docstring)."""
+    return flatten(_minibatch_gradients(arch, how, unflatten(arch, theta), _anchors(arch, how, theta0), rows, lam,
+                                        key))
 
 
 def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: Rows, lam: jax.Array,
@@ -103,25 +146,28 @@ def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: R
     ``key`` draws SGD's minibatches (unused by the full-batch optimisers).
 
     ``theta`` (p,) with scalar responses ``rows.y`` (C,), or an ensemble (m, p) with responses (C, m):
-    member j trains on column j (one vmapped computation, its own minibatches).
+    member j trains on column j (one vmapped computation, its own minibatches). The steps run on the
+    weight matrices (every optimiser here acts entry by entry, so this is the same as on the flat θ).
     """
     if theta.ndim == 2:
         return jax.vmap(lambda th, y, k: train(arch, how, th, theta0, rows._replace(y=y), lam, lr, k),
                         in_axes=(0, 1, 0))(theta, rows.y, jax.random.split(key, theta.shape[0]))
-    start = theta0 if how.from_init else theta
+    anchors = _anchors(arch, how, theta0)
+    start = unflatten(arch, theta0 if how.from_init else theta)
 
-    def grad(i, th):
+    def grad(i, weights):
         if how.optimizer == "sgd":
-            return minibatch_gradient(arch, how, th, theta0, rows, lam, jax.random.fold_in(key, i))
-        return loss_gradient(arch, how, th, theta0, rows.x, rows.n, rows.y, rows.count, lam)
+            return _minibatch_gradients(arch, how, weights, anchors, rows, lam, jax.random.fold_in(key, i))
+        return _loss_gradients(arch, how, weights, anchors, rows.x, rows.n, rows.y, rows.count, lam)
 
     if how.optimizer == "gd":
-        return jax.lax.fori_loop(0, how.steps, lambda i, th: th - lr * grad(i, th), start)
+        return flatten(jax.lax.fori_loop(
+            0, how.steps, lambda i, ws: [w - lr * g for w, g in zip(ws, grad(i, ws))], start))
     opt = optax.sgd(lr) if how.optimizer == "sgd" else optax.adam(lr)
 
     def step(i, carry):
-        th, opt_state = carry
-        updates, opt_state = opt.update(grad(i, th), opt_state, th)
-        return optax.apply_updates(th, updates), opt_state
+        weights, opt_state = carry
+        updates, opt_state = opt.update(grad(i, weights), opt_state, weights)
+        return optax.apply_updates(weights, updates), opt_state
 
-    return jax.lax.fori_loop(0, how.steps, step, (start, opt.init(start)))[0]
+    return flatten(jax.lax.fori_loop(0, how.steps, step, (start, opt.init(start)))[0])
