@@ -95,22 +95,23 @@ def _data(k=6, d=4, n=40, m=None):
     return arms, pulls, y, hist, per_arm
 
 
-@pytest.mark.parametrize("depth, scale, duplicate", [(1, "ntk", False), (2, "none", True), (3, "ntk", False),
-                                                    (4, "ntk", True)])
-def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate):
+@pytest.mark.parametrize("depth, scale, duplicate, loss", [(1, "ntk", False, "squared"), (2, "none", True, "logistic"),
+                                                          (3, "ntk", False, "squared"), (4, "ntk", True, "logistic")])
+def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate, loss):
     arch = MLP(5, 6, depth, duplicate, scale)
     theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
-    x = jnp.asarray(_x(9, 5))
-    x = x.at[3].set(0.0)  # a row with every pre-activation exactly 0: ReLU's derivative there is 0 on both sides
-    n, s = jnp.asarray(RNG.integers(0, 4, 9).astype(np.float64)), jnp.asarray(RNG.standard_normal(9))
+    rng = np.random.default_rng(depth)  # its own draws: the module's RNG feeds the tests after it
+    # Row 3 is 0, so all its pre-activations are exactly 0, where ReLU's derivative is 0 on both sides.
+    x = jnp.asarray(rng.standard_normal((9, 5))).at[3].set(0.0)
+    n, s = jnp.asarray(rng.integers(0, 4, 9).astype(np.float64)), jnp.asarray(rng.standard_normal(9))
 
-    def loss(th):
+    def data_term(th):
         f = mlp_apply(arch, th, x)
-        return jnp.sum(0.5 * n * f * f - s * f)
+        return jnp.sum((0.5 * n * f * f if loss == "squared" else n * jnp.logaddexp(0.0, f)) - s * f)
 
-    mine = data_gradients(arch, unflatten(arch, theta), x, n, s)
+    mine = data_gradients(arch, unflatten(arch, theta), x, n, s, loss)
     assert [g.shape for g in mine] == [tuple(shape) for shape in arch.shapes()]
-    np.testing.assert_allclose(flatten(mine), jax.grad(loss)(theta), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(flatten(mine), jax.grad(data_term)(theta), rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("reduction, reg_scale, anchor", [("mean", "width", "init"), ("sum", "one", "zero")])
@@ -131,6 +132,31 @@ def test_history_and_per_arm_training_agree_and_match_numpy_gd(reduction, reg_sc
                       8 if reg_scale == "width" else 1, reduction)
     np.testing.assert_allclose(on_history, expected, rtol=1e-4, atol=1e-6)
     assert np.abs(expected - th).max() > 1e-3  # the steps moved θ
+
+
+def test_logistic_training_on_arms_equals_history_and_lowers_the_cross_entropy():
+    rng = np.random.default_rng(14)  # its own draws: the module's RNG feeds the tests after it
+    arms = rng.standard_normal((6, 4)).astype(np.float32)
+    arms /= np.linalg.norm(arms, axis=1, keepdims=True)
+    pulls = rng.integers(0, 6, 40)
+    y = (rng.random(40) < 0.3).astype(np.float32)
+    hist, per_arm = empty_rows(128, 4, None, "float32"), empty_rows(6, 4, None, "float32")._replace(x=jnp.asarray(arms))
+    for a, r in zip(pulls, y):
+        hist = add_row(hist, jnp.asarray(arms[a]), a, jnp.asarray(r), False)
+        per_arm = add_row(per_arm, jnp.asarray(arms[a]), a, jnp.asarray(r), True)
+    arch = MLP(4, 8, 2)
+    theta0 = mlp_init(arch, jax.random.key(9), "standard")
+    how = Training(50, "gd", "mean", "zero", "one", loss="logistic")
+    on_history = train(arch, how, theta0, theta0, hist, jnp.float32(0.1), jnp.float32(0.5), KEY)
+    on_arms = train(arch, how._replace(history=False), theta0, theta0, per_arm, jnp.float32(0.1), jnp.float32(0.5),
+                    KEY)
+    np.testing.assert_allclose(on_arms, on_history, rtol=1e-4, atol=1e-6)
+
+    def cross_entropy(th):
+        f = np.asarray(mlp_apply(arch, th, jnp.asarray(arms[pulls])), np.float64)
+        return np.mean(np.logaddexp(0.0, f) - y * f)
+
+    assert cross_entropy(on_history) < cross_entropy(theta0) - 0.05
 
 
 def test_ensemble_training_equals_separate_trainings():

@@ -1,5 +1,5 @@
-"""Training the MLP of :mod:`nlbandit.models.mlp` on a bandit's data: the regularised squared loss, fixed-
-budget full-batch gradient descent (or Adam, or minibatch SGD, via optax), on a masked history buffer or on
+"""Training the MLP of :mod:`nlbandit.models.mlp` on a bandit's data: the regularised squared or logistic
+loss, fixed-budget full-batch gradient descent (or Adam, or minibatch SGD, via optax), on a masked history buffer or on
 per-arm statistics.
 
 The loss of spec 003 §1.4 (Neural-ES; Zhou et al. 2020 eq. 3.3 up to the width factor):
@@ -9,10 +9,13 @@ The loss of spec 003 §1.4 (Neural-ES; Zhou et al. 2020 eq. 3.3 up to the width 
 with the anchor θ_a = θ₀ (``anchor = "init"``: the NTK papers) or 0 (``"zero"``: λ‖θ‖² of Bae & Lee's
 experiments), c = N (``reg_scale = "width"``, spec 003) or 1 (``"one"``: weight decay λ as in the public
 reference code). ``reduction = "mean"`` minimises L/n (the reference code's mean squared error; the same
-minimiser), ``"sum"`` L itself.
+minimiser), ``"sum"`` L itself. ``loss = "logistic"`` replaces the squared error by the binary
+cross-entropy of the logit f, log(1 + e^f) − y f (Bae & Lee 2025, spec 001 §2.2 and §3.4), for responses
+in [0, 1] (perturbed ones may leave it: the loss stays convex in f).
 
 Both layouts of :class:`~nlbandit.models.history.Rows` use one formula. Up to a constant,
-½ Σ_l (f(x_l) − y_l)² = Σ_i [½ n_i f(x_i)² − s_i f(x_i)] over rows (x_i, n_i, s_i): one row per
+½ Σ_l (f(x_l) − y_l)² = Σ_i [½ n_i f(x_i)² − s_i f(x_i)] over rows (x_i, n_i, s_i), and
+Σ_l [log(1 + e^{f(x_l)}) − y_l f(x_l)] = Σ_i [n_i log(1 + e^{f(x_i)}) − s_i f(x_i)]: one row per
 observation (n_i = 1, s_i = y_i; the sum runs over the filled blocks only, so a step costs O(t)), or one
 row per arm of a fixed arm set (n_k pulls, s_k the sum of its responses: a step costs O(K·network)
 whatever t is — the exact "fixed-arm fast path" of spec 003 §2.4). An ensemble (responses (C, m)) trains
@@ -36,6 +39,7 @@ from nlbandit.models.history import HISTORY_BLOCK, Rows, blockwise_sum
 from nlbandit.models.mlp import MLP, flatten, inputs, output_scale, unflatten
 
 OPTIMIZERS = ("gd", "sgd", "adam")
+LOSSES = ("squared", "logistic")
 REDUCTIONS = ("mean", "sum")
 ANCHORS = ("init", "zero")
 REG_SCALES = ("width", "one")
@@ -54,6 +58,7 @@ class Training(NamedTuple):
       from_init: start every call from θ₀ (the theory) instead of the current θ (warm start).
       history: the rows are a history buffer (sum over its filled blocks) rather than per-arm statistics.
       batch_size: B, observations per SGD step.
+      loss: ``squared`` or ``logistic`` (module docstring).
     """
 
     steps: int = 100
@@ -64,11 +69,13 @@ class Training(NamedTuple):
     from_init: bool = False
     history: bool = True
     batch_size: int = 1
+    loss: str = "squared"
 
 
-def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Array,
-                   s: jax.Array) -> list[jax.Array]:
-    """∇ of Σ_i [½ n_i f(x_i)² − s_i f(x_i)] with respect to each of W_1, …, W_L, for rows x (C, d).
+def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Array, s: jax.Array,
+                   loss: str = "squared") -> list[jax.Array]:
+    """∇ of the data term Σ_i [½ n_i f(x_i)² − s_i f(x_i)] (``squared``) or Σ_i [n_i log(1 + e^{f(x_i)}) −
+    s_i f(x_i)] (``logistic``) with respect to each of W_1, …, W_L, for rows x (C, d).
 
     Backpropagation by hand in column layout (features × rows: H_l = φ(W_l H_{l−1}), ∇W_l = Δ_l H_{l−1}ᵀ,
     Δ_{l−1} = (W_lᵀ Δ_l) ⊙ 1[W_{l−1} H_{l−2} > 0]), so that, once vmapped over an ensemble and the seeds,
@@ -86,7 +93,7 @@ def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Arr
         layer_inputs.append(h)
     c = output_scale(arch)
     f = c * (weights[-1] @ h)[0]
-    delta = (c * (n * f - s))[None, :]
+    delta = (c * (n * (f if loss == "squared" else jax.nn.sigmoid(f)) - s))[None, :]
     grads = [None] * len(weights)
     for layer in reversed(range(len(weights))):
         grads[layer] = delta @ layer_inputs[layer].T
@@ -100,8 +107,8 @@ def _loss_gradients(arch: MLP, how: Training, weights: list[jax.Array], anchors:
     """∇L (module docstring) by weight matrix, with ``anchors`` the matrices of θ_a."""
     dtype = weights[0].dtype
     active = (count, HISTORY_BLOCK) if how.history else None
-    grads = blockwise_sum(lambda xb, nb, sb: data_gradients(arch, weights, xb, nb, sb), x, n.astype(dtype),
-                          s.astype(dtype), active)
+    grads = blockwise_sum(lambda xb, nb, sb: data_gradients(arch, weights, xb, nb, sb, how.loss), x,
+                          n.astype(dtype), s.astype(dtype), active)
     scale = lam * (arch.width if how.reg_scale == "width" else 1.0)
     grads = [g + scale * (w - a) for g, w, a in zip(grads, weights, anchors)]
     if how.reduction == "mean":
