@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
-from nlbandit.envs import heteroscedastic, streams, synthetic
+from nlbandit.envs import heteroscedastic, latent, streams, synthetic
 from nlbandit.models.links import LINKS
 
 _VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
@@ -87,6 +87,23 @@ ENVS: dict[str, EnvEntry] = {
                  tuple(h for h in _COMMON if h.name in ("d", "k", "noise_std", "arms", "contexts", "arm_set",
                                                         "avail_prob")),
                  "nonlinear rewards 10⁻²·xᵀAAᵀx + N(0, σ²), A ~ N(0, 1)^{d×d} (Sun et al. 2025)"),
+        EnvEntry(
+            "latent",
+            latent.latent,
+            (
+                _COMMON[0], _COMMON[1],
+                Hyper("latent", "h1", "latent function h of the mean sigmoid(h(x))", kind=str, static=True,
+                      choices=tuple(latent.LATENTS)),
+                Hyper("pool", 2500, "N_vec, the number of distinct context vectors of an instance", kind=int,
+                      static=True, low=1),
+                Hyper("vectors", "box", "context vectors uniform on [−1, 1]^d or on the unit sphere", kind=str,
+                      static=True, choices=latent.VECTORS),
+                Hyper("pool_draw", "round", "K distinct vectors per round, or without replacement across the run",
+                      kind=str, static=True, choices=latent.POOL_DRAWS),
+            ),
+            "Bernoulli(sigmoid(h(x))) rewards, h one of Bae & Lee (2025)'s h1–h6, contexts from a pool of "
+            "N_vec vectors",
+        ),
     )
 }
 
@@ -100,6 +117,11 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
     values = resolve_named(entry, config, where)
+    if entry.name == "latent":  # rewards are 0 or 1: nothing to bound
+        if values["pool"] < values["k"]:
+            raise ConfigError(f"{where}: field 'pool' must be >= k = {values['k']} (each round offers k distinct "
+                              f"vectors of the pool), got {values['pool']}")
+        return {"name": entry.name, **values}
     # Rewards and regret must stay finite: per round |xᵀθ*| ≤ ‖x‖‖θ*‖ (‖x‖ + ‖θ*‖ for the distance bandit,
     # 10⁻²‖A‖²_F‖x‖² for the quadratic one), plus the noise, summed over up to 2³¹
     # rounds (the engine's limit) must stay far below float64's maximum 1.8e308 (policies square rewards too).
@@ -155,8 +177,11 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
 
 def instance_floats(config: dict[str, Any]) -> int:
     """Floats one instance of the resolved environment ``config`` holds: its K × d arm pool, plus the d × d
-    matrix A of the quadratic bandit (θ* and the rest are negligible beside them)."""
+    matrix A of the quadratic bandit (θ* and the rest are negligible beside them); for ``latent``, its
+    context pool with the pool's permutation, θ and Θ."""
     d, k = config["d"], config["k"]
+    if config["name"] == "latent":  # the pool, its permutation, θ and Θ
+        return config["pool"] * (d + 1) + d * d + d
     return d * k + (d * d if config["name"] == "quadratic" else 0)
 
 

@@ -1,0 +1,93 @@
+"""The latent logistic bandits h1–h6 of Bae & Lee (2025) (spec 001 §4.2, §4.4) against a float64 NumPy
+reference, their context pools, rewards and errors."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.core.hyper import ConfigError
+from nlbandit.envs.latent import distinct_indices
+
+NUMPY_LATENTS = {  # spec 001 §4.2's table, written independently of the module
+    "h1": lambda x, th, mat: 0.2 * (x @ th) ** 4,
+    "h2": lambda x, th, mat: 20.0 * np.cos(x @ th),
+    "h3": lambda x, th, mat: 5.0 * np.array([row @ mat @ row for row in x]),
+    "h4": lambda x, th, mat: 10.0 * (x @ th) ** 2,
+    "h5": lambda x, th, mat: np.array([(mat @ row) @ (mat @ row) for row in x]),
+    "h6": lambda x, th, mat: np.cos(3.0 * (x @ th)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_LATENTS))
+def test_means_are_the_sigmoid_of_the_latent_function(name):
+    env = nb.make_env("latent", d=6, k=4, latent=name, pool=30)
+    state = env.reset(jax.random.key(1))
+    theta, mat, pool = (np.asarray(a) for a in (state.theta, state.matrix, state.pool))
+    assert pool.shape == (30, 6) and np.all(np.abs(pool) <= 1.0) and np.all(np.abs(theta) <= 1.0)
+    assert np.all(np.abs(mat) <= 1.0) and not np.allclose(mat, mat.T)  # Θ is not symmetrised
+    contexts, mask = env.observe(state, jax.random.key(2), 1)
+    assert mask.all()
+    expected = 1.0 / (1.0 + np.exp(-NUMPY_LATENTS[name](np.asarray(contexts), theta, mat)))
+    np.testing.assert_allclose(env.mean(state, contexts), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_each_round_offers_distinct_pool_vectors_uniformly():
+    n, k, draws = 7, 3, 20000
+    picks = np.asarray(jax.vmap(lambda key: distinct_indices(key, n, k))(jax.random.split(jax.random.key(0), draws)))
+    assert all(len(set(row)) == k for row in picks) and picks.min() >= 0 and picks.max() < n
+    # Every index is offered with probability k/n, in every position with probability 1/n (5 standard errors).
+    counts = np.stack([np.bincount(picks[:, j], minlength=n) for j in range(k)]) / draws
+    se = np.sqrt((1 / n) * (1 - 1 / n) / draws)
+    assert np.abs(counts - 1 / n).max() < 5 * se
+    # Every one of the C(7, 3) = 35 subsets appears about equally often (Floyd's algorithm is exact).
+    subsets = np.unique(np.sort(picks, axis=1), axis=0, return_counts=True)[1] / draws
+    assert len(subsets) == 35 and np.abs(subsets - 1 / 35).max() < 5 * np.sqrt((1 / 35) * (34 / 35) / draws)
+    env = nb.make_env("latent", d=3, k=5, pool=5)  # pool = K: every round offers the whole pool
+    state = env.reset(jax.random.key(3))
+    contexts, _ = env.observe(state, jax.random.key(4), 7)
+    np.testing.assert_array_equal(np.sort(np.asarray(contexts), axis=0), np.sort(np.asarray(state.pool), axis=0))
+
+
+def test_run_draws_show_every_pool_vector_once():
+    env = nb.make_env("latent", d=4, k=5, pool=40, pool_draw="run", vectors="sphere")
+    state = env.reset(jax.random.key(5))
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(state.pool), axis=1), 1.0, rtol=1e-12)
+    shown = np.concatenate([np.asarray(env.observe(state, jax.random.key(t), t)[0]) for t in range(1, 9)])
+    assert len(np.unique(shown, axis=0)) == 40  # 8 rounds × 5 arms: the whole pool, once
+    again = np.asarray(env.observe(state, jax.random.key(0), 9)[0])
+    np.testing.assert_array_equal(again, shown[:5])  # past the pool's end it starts over
+
+
+def test_rewards_are_bernoulli_with_the_mean():
+    env = nb.make_env("latent", d=5, k=4, latent="h6", pool=10)
+    state = env.reset(jax.random.key(6))
+    contexts, _ = env.observe(state, jax.random.key(7), 1)
+    p = float(env.mean(state, contexts)[2])
+    draws = 20000
+    rewards = np.asarray(jax.vmap(lambda key: env.pull(state, key, 1, contexts, 2).reward)(
+        jax.random.split(jax.random.key(8), draws)))
+    assert set(np.unique(rewards)) <= {0.0, 1.0}
+    assert abs(rewards.mean() - p) < 5 * np.sqrt(p * (1 - p) / draws)
+
+
+def test_a_policy_runs_on_it_with_finite_pseudo_regret():
+    env = nb.make_env("latent", d=4, k=5, latent="h4", pool=50)
+    policy, params = nb.make_policy("uniform", nb.ProblemSpec(4, 5, 60))
+    res = nb.simulate(env, policy, params, 60, range(3), chunk_size=60)
+    regret = np.asarray(res.cum_regret)
+    assert np.all(np.isfinite(regret)) and np.all(np.diff(regret, axis=-1) >= -1e-12) and regret[..., -1].min() > 0
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(pool=3), "field 'pool' must be >= k = 5"),
+    (dict(latent="h7"), "latent"),
+    (dict(pool_draw="epoch"), "pool_draw"),
+    (dict(vectors="cube"), "vectors"),
+])
+def test_bad_latent_configurations_are_refused(options, message):
+    with pytest.raises(ConfigError, match=message):
+        nb.make_env("latent", d=4, k=5, **options)
