@@ -11,10 +11,10 @@ NeuralUCB/NeuralTS: diagonal design, ν = 0.1; Neural-ES: m = 10, σ_R = 0.1; Ne
 
 1. Throughput. ``nb.simulate`` runs each policy on all seeds at once, on per-arm statistics (Neural-PHE
    too: one N(0, n_k σ_R²) draw per arm is the law of the sum of its n_k fresh perturbations, spec 003
-   §2.5) and Neural-PHE also on its history (the O(t) form the public code has), in four chunks of T/4 rounds; its time
-   per seed-round is that of the second chunk (rounds T/4 to T/2: compiled, and t = 3T/8 on average). The
-   reference side runs one seed, eager, round after round, with ``t0 = 3T/8`` observations already in its
-   history, and is timed for ``--ref-rounds`` rounds after one untimed round:
+   §2.5), and Neural-PHE also on its history (the O(t) form of the public code), in four chunks of T/4
+   rounds; its time per seed-round is that of the second chunk (rounds T/4 to T/2: compiled, and
+   t = 3T/8 on average). The reference side runs one seed, eager, round after round, with 3T/8
+   observations already in its history, and is timed for ``--ref-rounds`` rounds after one untimed round:
 
    * PyTorch (``benchmarks/neural_torch.py``, the optional ``bench`` extra), written the way the public
      NeuralUCB / NeuralTS / NPR code is (its docstring says how) — the issue's reference, which was
@@ -27,7 +27,8 @@ NeuralUCB/NeuralTS: diagonal design, ν = 0.1; Neural-ES: m = 10, σ_R = 0.1; Ne
    backward pass per arm (NeuralUCB; NeuralTS in one vectorised pass in PyTorch), and train Neural-ES's m
    networks one after the other. Target: engine ≥ 20× faster per seed-round than the PyTorch reference.
 2. Per-round cost versus t (chunks of T/4 rounds): late/early = last chunk / second chunk. Targets:
-   Neural-ES ≤ 1.2 (flat on fixed arms), Neural-PHE > 1.5 (every past reward re-perturbed each round).
+   Neural-ES ≤ 1.2 (flat on fixed arms), Neural-PHE on its history > 1.5 (every past reward re-perturbed
+   each round).
 3. The training step alone (``nlbandit.models.mlp_train.train``, vmapped over the seeds and the m
    members) in GFLOP/s, counting 2 FLOPs per multiply-add of the products it needs: forward
    K·(dN + N²(L−2) + N), backward the weight gradients (as many) and the hidden layers' input gradients

@@ -6,7 +6,9 @@ The engine runs whole chunks of rounds as one compiled program, so it cannot tim
 not counted in the run's), it builds round t + 1's inputs as the engine would (the same keys, contexts and
 feedback), then times the policy's jitted ``act`` alone and its jitted ``update`` alone, vectorised over the
 seeds like the engine, each the median of ``repeats`` calls after a first (compiling) one. The environment's
-``observe`` and ``pull`` are computed once outside the timed calls.
+``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the fixed cost of
+dispatching a jitted function (tens of µs here, shared among the seeds of the call), so a cheap phase
+timed on few seeds reads high: time enough seeds per call (Fig. 1f's quick scale times 8).
 
 A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
 such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
