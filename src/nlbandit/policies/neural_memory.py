@@ -20,6 +20,10 @@ E = ⌈m·T⌉ exploration rounds, hold the network with its Adam moments, 3·(d
 counter, and the window, B·(d + 1) and a counter; ``rep-glm-fpl`` adds the exploration phase's features,
 E·d, its T-sized history on the embedding, C·(H + 3), and θ̃, H + 1.
 
+Bae & Lee's policies (:mod:`nlbandit.policies.neurallog`) hold the network and θ₀, 2p, the history,
+C·(d + 2) and its count, the diagonal design and the sums of squares of the effective dimension, 2p; while
+selecting, the K per-arm gradients, K·p, and while training as above with m = 1.
+
 The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
 adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
 (:func:`nlbandit.loops.base.check_memory`). The parts that live in the state are exactly the state's
@@ -38,6 +42,7 @@ from nlbandit.policies.deep import exploration_rounds
 
 NEURAL = ("neural-ucb", "neural-ts", "neural-phe", "neural-es", "neural-greedy")
 DEEP = ("deep-fpl", "deep-fl", "rep-glm-fpl")
+NEURALLOG = ("ncbf-ucb", "neurallog-ucb-1", "neurallog-ucb-2", "neurallog-ts-1", "neurallog-ts-2")
 """The policies (and their ``@anytime`` variants) whose memory :func:`neural_memory` states."""
 F32 = 4
 
@@ -57,15 +62,20 @@ def _deep_memory(config: dict[str, Any], spec: ProblemSpec) -> dict[str, int]:
 def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> dict[str, int]:
     """Bytes per seed of a resolved neural policy configuration on a resolved environment (its ``d`` and
     ``k``) over ``horizon`` rounds, by part (module docstring); an empty dict for a policy that is not one
-    of :data:`NEURAL` or :data:`DEEP`."""
+    of :data:`NEURAL`, :data:`DEEP` or :data:`NEURALLOG`."""
     name = config["name"].removesuffix(SUFFIX)
-    if name not in NEURAL + DEEP:
+    if name not in NEURAL + DEEP + NEURALLOG:
         return {}
     spec = ProblemSpec(env["d"], env["k"], horizon)
     if name in DEEP:
         return _deep_memory(config, spec)
     arch = MLP(spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"])
     p = arch.n_params
+    if name in NEURALLOG:
+        rows = history_capacity(spec.horizon)
+        return {"network 2p": F32 * 2 * p, "data C·(d + 2)": F32 * rows * (spec.d + 2) + 4,
+                "design and squares 2p": F32 * 2 * p, "selection (transient)": F32 * spec.k * p,
+                "training (transient)": F32 * 3 * HISTORY_BLOCK * arch.width * arch.depth}
     m = config.get("m", 1) if name == "neural-es" else 1
     if config["name"].endswith(SUFFIX) and config.get("schedule") == "sun2025":
         m = int(epoch_table(config["t0"], config["b"], spec.horizon, config["schedule"])[1]["m_used"].max())

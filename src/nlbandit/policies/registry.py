@@ -18,11 +18,11 @@ import jax.numpy as jnp
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, Policy, ProblemSpec
-from nlbandit.policies import baselines, deep, glm, hetero, linear, logistic, neural
+from nlbandit.policies import baselines, deep, glm, hetero, linear, logistic, neural, neurallog
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
-FAMILIES = (baselines, linear, glm, logistic, hetero, neural, deep)
+FAMILIES = (baselines, linear, glm, logistic, hetero, neural, deep, neurallog)
 """The family modules whose ``ENTRIES`` make up the registry, in listing order."""
 
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
