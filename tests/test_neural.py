@@ -395,7 +395,8 @@ def test_hand_built_params_records_drive_the_family_constructors():
     ("neural-es", {"m": 4}), ("neural-es", {"m": 3, "backend": "arms"}), ("neural-phe", {}),
     ("neural-greedy", {"warmup_rounds": 2}), ("neural-es@anytime", {"t0": 100, "schedule": "sun2025"}),
     ("deep-fpl", {"hidden": 7}), ("deep-fl", {"batch": 5}), ("rep-glm-fpl", {"explore_fraction": 0.1}),
-    ("neurallog-ucb-2", {}), ("ncbf-ucb", {"duplicate": True})])
+    ("neurallog-ucb-2", {}), ("ncbf-ucb", {"duplicate": True}), ("neurallog-ts-2", {"mode": "theory"}),
+    ("neurallog-ucb-1", {"mode": "theory"})])
 def test_memory_formula_matches_the_policy_state(name, options):
     # The formula's state parts are the bytes of the state init builds (jax.eval_shape), exactly.
     from nlbandit.policies.neural_memory import neural_memory

@@ -16,7 +16,7 @@ from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Feedback, to_dtype
 from nlbandit.models.mlp import MLP, mlp_apply
-from nlbandit.policies.neurallog import R
+from nlbandit.policies.neurallog import R, confidence, effective_dimension, lambda0
 from nlbandit.policies.registry import check_policy_env, resolve_policy
 
 D, K, T = 6, 4, 400
@@ -106,10 +106,104 @@ def test_the_w_design_weighs_each_gradient_with_the_network_after_training():
 @pytest.mark.parametrize("name, options, env_options, message", [
     ("neurallog-ucb-1", dict(kappa=0.5), {}, "field 'kappa'"),
     ("ncbf-ucb", dict(s=0.0), {}, "field 's'"),
-    ("neurallog-ucb-2", {}, dict(d=5), "even"),
+    ("neurallog-ucb-2", {"mode": "theory"}, dict(d=5), "even"),  # the symmetric θ₀
     ("neurallog-ts-1", {}, dict(name="linear"), "reward"),  # Gaussian rewards: not a Bernoulli likelihood's
 ])
 def test_bad_configurations_are_refused(name, options, env_options, message):
     env = nb.make_env(env_options.pop("name", "latent"), **{"d": D, "k": K, **env_options})
     with pytest.raises(ConfigError, match=message):
         check_policy_env(resolve_policy({"name": name, **options}), env, T)
+
+
+# ---- theory mode (spec 001 §2, §7.1 items 3–7) ----
+
+def test_confidence_schedule_is_monotone_bounded_and_clamps_only_when_the_spec_says():
+    rng = np.random.default_rng(11)
+    depth, s, delta = 2, 1.0, 0.05
+    lam0 = float(lambda0(depth, s, delta, 1.0))
+    for scale in (1e-4, 1.0, 30.0):  # tiny gradients make the clamp fire at t = 1, large ones do not
+        gram, previous = np.zeros((12, 12)), 0.0
+        for t in range(1, 40):
+            g = scale * rng.standard_normal(12)
+            gram += np.outer(g, g)
+            lam, nu, iota, clamped = (float(v) for v in confidence(jnp.asarray(gram), t, depth, s, delta, 1.0, 1.0))
+            assert lam >= previous and lam >= lam0 and nu >= 1.0
+            assert iota**2 <= 8 * s**2 * lam * (1 + 1e-12)
+            if t == 1:  # λ_1's second term is exactly λ₀/8, so the clamp fires iff 64·LD_1·ℓ_1/S² < 7λ₀/8
+                ld = np.linalg.slogdet(gram / (4 * lam0) + np.eye(12))[1]
+                assert bool(clamped) == (64 * ld * math.log(4 / delta) / s**2 < 7 * lam0 / 8)
+            previous = lam
+
+
+def test_diagonal_effective_dimension_bounds_the_log_det_and_is_exact_for_axis_gradients():
+    rng = np.random.default_rng(12)
+    g = rng.standard_normal((30, 8))
+    exact = np.linalg.slogdet(R * g.T @ g + np.eye(8))[1]
+    assert float(effective_dimension(jnp.asarray(np.sum(g * g, axis=0)), R)) >= exact  # Hadamard
+    one_hot = np.eye(8)[rng.integers(0, 8, 30)] * rng.standard_normal((30, 1))
+    np.testing.assert_allclose(float(effective_dimension(jnp.asarray(np.sum(one_hot**2, axis=0)), R)),
+                               np.linalg.slogdet(R * one_hot.T @ one_hot + np.eye(8))[1], rtol=1e-10)
+
+
+def _theory_run(name, rounds, **options):
+    """A theory-mode policy's state after ``rounds`` rounds of random contexts (d = 4 duplicated, m = 6)."""
+    policy, params = nb.make_policy(name, nb.ProblemSpec(4, K, 100), mode="theory", width=6, duplicate=True,
+                                    steps=30, **options)
+    params = to_dtype(params, policy.dtype)
+    state = policy.init(params, jax.random.key(0))
+    rng = np.random.default_rng(13)
+    for t in range(1, rounds + 1):
+        x = jnp.asarray(rng.uniform(-1, 1, (K, 4)), jnp.float32)
+        arm, _ = policy.act(params, state, jax.random.key(100 + t), x, jnp.ones(K, bool), t)
+        state = policy.update(params, state, jax.random.key(t), x, arm, Feedback(jnp.float32(rng.integers(0, 2))), t)
+    return policy, params, state
+
+
+def test_theory_ucb1_first_decision_and_schedule_match_numpy():
+    policy, params, state = _theory_run("neurallog-ucb-1", 0, kappa=3.0)
+    x = np.random.default_rng(14).uniform(-1, 1, (K, 4))
+    arm, info = policy.act(params, state, jax.random.key(1), jnp.asarray(x, jnp.float32), jnp.ones(K, bool), 1)
+    xd = np.concatenate([x, x], axis=1) / math.sqrt(2)  # the duplicated input
+    f, g = ref.forward_backward(np.asarray(state.theta0, np.float64), xd, 6, 2, math.sqrt(6))
+    np.testing.assert_allclose(f, 0.0, atol=1e-6)  # symmetric θ₀ on duplicated inputs: f(x; θ₀) = 0
+    lam0 = float(lambda0(2, 1.0, 0.05, 1.0))
+    bonus = R * math.sqrt(3.0) * np.sqrt(np.sum(g * g, axis=1) / 6 / (3.0 * lam0))  # V₀ = κλ₀I, ν₀ = 1
+    assert int(arm) == int(np.argmax(0.5 + bonus))
+    np.testing.assert_allclose(float(info.bonus), bonus[int(arm)], rtol=1e-5)
+    # After one round: λ_1 and ν_1 from LD_1 = log(1 + ‖g‖²/(4mλ₀)) (eqs. 1–3).
+    state = policy.update(params, state, jax.random.key(2), jnp.asarray(x, jnp.float32), arm,
+                          Feedback(jnp.float32(1.0)), 1)
+    ld, ell = math.log1p(np.sum(g[int(arm)] ** 2) / (4 * 6 * lam0)), math.log(4 / 0.05)
+    lam = max(64 * ld * ell + 16 * 2 / lam0 * ell**2, lam0)
+    iota = 16 * math.sqrt(ld * ell) + 8 * math.sqrt(2 / lam0) * ell
+    np.testing.assert_allclose(float(state.lam), lam, rtol=1e-6)
+    np.testing.assert_allclose(float(state.nu), (1 + math.sqrt(2) + 2) * iota + 1, rtol=1e-6)
+
+
+def test_trainnn_stays_in_the_lemma_c6_ball():
+    # With f(·; θ₀) = 0, L_t(θ₀) = t log 2; GD that does not raise the loss keeps ‖θ − θ₀‖ ≤ √(2t log 2/(mλ_t)).
+    for name in ("neurallog-ucb-1", "neurallog-ucb-2"):
+        _, _, state = _theory_run(name, 12, c5=1.5)  # η·mλ_t < 1.5: stable, and θ moves
+        theta, theta0 = np.asarray(state.theta, np.float64), np.asarray(state.theta0, np.float64)
+        x = np.asarray(state.rows.x[:12], np.float64)
+        f, _ = ref.forward_backward(theta, np.concatenate([x, x], axis=1) / math.sqrt(2), 6, 2, math.sqrt(6))
+        y = np.asarray(state.rows.y[:12], np.float64)
+        lam = float(state.lam)
+        loss = np.sum(np.logaddexp(0, f) - y * f) + 6 * lam / 2 * np.sum((theta - theta0) ** 2)
+        assert loss <= 12 * math.log(2) and np.abs(theta - theta0).max() > 1e-4
+        assert np.linalg.norm(theta - theta0) <= math.sqrt(2 * 12 * math.log(2) / (6 * lam))
+
+
+def test_w_design_is_the_v_design_weighted_by_logistic_variances():
+    # W − λI = Σ μ̇_i g_i g_iᵀ/m with every μ̇_i ∈ (0, R]: 0 ⪯ W − λI ⪯ R·(V − κλI), and strictly below it once
+    # training moved f away from 0 (spec 001 §7.1 item 7's sandwich, from the side the state can show).
+    _, _, state = _theory_run("neurallog-ucb-2", 10, c5=1.5)
+    gram, weighted = np.asarray(state.gram), np.asarray(state.weighted)
+    assert np.linalg.eigvalsh(weighted).min() >= -1e-10
+    gap = np.linalg.eigvalsh(R * gram - weighted)
+    assert gap.min() >= -1e-10 and gap.max() > 1e-8
+
+
+def test_theory_mode_refuses_experiment_only_fields():
+    with pytest.raises(ConfigError, match="field 'nu' applies to mode = 'experiment' only"):
+        resolve_policy({"name": "neurallog-ucb-1", "mode": "theory", "nu": 0.5})

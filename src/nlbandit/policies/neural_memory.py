@@ -22,7 +22,9 @@ E·d, its T-sized history on the embedding, C·(H + 3), and θ̃, H + 1.
 
 Bae & Lee's policies (:mod:`nlbandit.policies.neurallog`) hold the network and θ₀, 2p, the history,
 C·(d + 2) and its count, the diagonal design and the sums of squares of the effective dimension, 2p; while
-selecting, the K per-arm gradients, K·p, and while training as above with m = 1.
+selecting, the K per-arm gradients, K·p, and while training as above with m = 1. In theory mode the
+design is a float64 p × p matrix (two for the W-type policies) with λ_t and ν_t, 8·(p² (+ p²) + 2) bytes,
+and selecting adds a Cholesky factor, 8·p² bytes.
 
 The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
 adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
@@ -73,8 +75,15 @@ def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> 
     p = arch.n_params
     if name in NEURALLOG:
         rows = history_capacity(spec.horizon)
-        return {"network 2p": F32 * 2 * p, "data C·(d + 2)": F32 * rows * (spec.d + 2) + 4,
-                "design and squares 2p": F32 * 2 * p, "selection (transient)": F32 * spec.k * p,
+        parts = {"network 2p": F32 * 2 * p, "data C·(d + 2)": F32 * rows * (spec.d + 2) + 4}
+        if config["mode"] == "theory":
+            weighted = p * p if name.endswith("-2") else 1
+            parts["float64 matrices p² (+ p² for W) and λ_t, ν_t"] = 8 * (p * p + weighted + 2)
+            selection = 8 * spec.k * p + 8 * p * p  # float64 features and a Cholesky factor
+        else:
+            parts["design and squares 2p"] = F32 * 2 * p
+            selection = F32 * spec.k * p
+        return {**parts, "selection (transient)": selection,
                 "training (transient)": F32 * 3 * HISTORY_BLOCK * arch.width * arch.depth}
     m = config.get("m", 1) if name == "neural-es" else 1
     if config["name"].endswith(SUFFIX) and config.get("schedule") == "sun2025":

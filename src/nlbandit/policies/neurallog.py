@@ -1,11 +1,13 @@
 """Neural logistic bandits (Bae & Lee 2025): ``neurallog-ucb-1``, ``neurallog-ucb-2``, ``neurallog-ts-1``,
 ``neurallog-ts-2`` and the baseline ``ncbf-ucb`` (Verma et al. 2025), in the paper's experiment mode
-(spec 001 §3, from which all its figures come).
+(``mode = "experiment"``, spec 001 §3, from which all its figures come) or as written (``"theory"``,
+§2: :func:`_theory`).
 
-Every policy is one composition of the same parts:
+In experiment mode every policy is one composition of the same parts:
 
 * the **network** of :mod:`nlbandit.models.mlp`, by default the paper's (L = 2, width m = 20, no √m output
-  factor: spec 001 §3.1 items 2 and 6), float32;
+  factor: spec 001 §3.1 items 2 and 6), float32, with PyTorch's default initialisation (§8 item 12;
+  deviation: no bias terms, as everywhere in this library's MLP);
 * its **training** on the binary cross-entropy (:mod:`nlbandit.models.mlp_train`, ``loss = "logistic"``)
   with the weight decay λ‖θ‖² (§3.1 item 3; the loss is divided by t, §3.4 [REC]): 100 full-batch
   gradient steps of 0.01, warm-started, every 50 rounds (t = 50, 100, …: §3.1 item 8); before the first
@@ -39,10 +41,10 @@ import jax.numpy as jnp
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
-from nlbandit.models.history import Rows, add_row, empty_rows
+from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP, mlp_apply, mlp_grads, mlp_init
-from nlbandit.models.mlp_train import train
-from nlbandit.models.ridge import diagonal_widths
+from nlbandit.models.mlp_train import Training, train
+from nlbandit.models.ridge import cholesky_widths, diagonal_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
 from nlbandit.policies.neural import F32, NEURAL_HYPERS, NeuralSetup, neural_setup
@@ -51,6 +53,7 @@ R = 0.25
 """R = 1/4, the bound on μ̇ of the logistic link (spec 001 §2.1)."""
 
 SCORE_SCALES = ("prob", "latent")
+MODES = ("experiment", "theory")
 
 
 class NeuralLogState(NamedTuple):
@@ -135,8 +138,10 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", **optio
         x = contexts[arm]
         g = mlp_grads(arch, state.theta, x[None])[0]  # at θ_{t−1}, the network that chose x
         rows = add_row(state.rows, x, arm, feedback.reward.astype(F32), False)
-        theta = jax.lax.cond(t % setup.train_every == 0, lambda: train(arch, setup.how, state.theta, state.theta0, rows, 2.0 * params.lam,
-                                                params.lr, key), lambda: state.theta)
+        def fit():  # λ‖θ − anchor‖² is ½·(2λ)‖θ − anchor‖² in mlp_train's convention
+            return train(arch, setup.how, state.theta, state.theta0, rows, 2.0 * params.lam, params.lr, key)
+
+        theta = jax.lax.cond(t % setup.train_every == 0, fit, lambda: state.theta)
         if rule.weighted:  # μ̇(f(x_t; θ_t)), after this round's training
             f = mlp_apply(arch, theta, x)
             weight = jax.nn.sigmoid(f) * jax.nn.sigmoid(-f)
@@ -151,17 +156,151 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", **optio
                   dtype=F32, healthy=healthy)
 
 
+class TheoryState(NamedTuple):
+    """State in theory mode.
+
+    Attributes:
+      theta, theta0, rows: as in :class:`NeuralLogState`.
+      gram: (p, p) Σ_{i≤t} g_i g_iᵀ/m over the fixed features g_i = g(x_i; θ₀) (float64, spec 001 §8 item 24).
+      weighted: (p, p) Σ_{i≤t} μ̇(f(x_i; θ_i)) g_i g_iᵀ/m for the W-type rules, a (1, 1) zero otherwise.
+      lam, nu: λ_t and ν_t (ν⁽¹⁾ for V-type rules, ν⁽²⁾ for W-type; λ₀ and 1 at t = 0).
+    """
+
+    theta: jax.Array
+    theta0: jax.Array
+    rows: Rows
+    gram: jax.Array
+    weighted: jax.Array
+    lam: jax.Array
+    nu: jax.Array
+
+
+def lambda0(depth: int, s, delta, c1):
+    """λ₀ = 8√2·C1·√L·log(4/δ)/S (spec 001 §2.1)."""
+    return 8.0 * math.sqrt(2.0) * c1 * math.sqrt(depth) * jnp.log(4.0 / delta) / s
+
+
+def confidence(gram: jax.Array, t, depth: int, s, delta, c1, c_nu):
+    """(λ_t, ν_t, ι_t, clamped) of spec 001 §2.1 after t ≥ 1 rounds, from ``gram`` = Σ g gᵀ/m:
+    LD_t = log det(G_t/(4mλ₀) + I), ℓ_t = log(4t²/δ), ι_t = 16√(LD_t ℓ_t) + 8 C1 √(L/λ₀) ℓ_t (eq. 2),
+    λ_t = (64/S²) LD_t ℓ_t + (16 C1² L/(S² λ₀)) ℓ_t² (eq. 3) clamped to ≥ λ₀ ([REC]; ``clamped`` says
+    when that fired), and ν_t = C (1 + √L S + L S²) ι_t + 1 (eq. 1 with C = C6, Lemma 5.1 with C = C7)."""
+    lam0 = lambda0(depth, s, delta, c1)
+    ld = jnp.linalg.slogdet(gram / (4.0 * lam0) + jnp.eye(gram.shape[0], dtype=gram.dtype))[1]
+    ell = jnp.log(4.0 * jnp.asarray(t, gram.dtype) ** 2 / delta)
+    iota = 16.0 * jnp.sqrt(ld * ell) + 8.0 * c1 * jnp.sqrt(depth / lam0) * ell
+    lam = 64.0 / s**2 * ld * ell + 16.0 * c1**2 * depth / (s**2 * lam0) * ell**2
+    nu = c_nu * (1.0 + math.sqrt(depth) * s + depth * s**2) * iota + 1.0
+    return jnp.maximum(lam, lam0), nu, iota, lam < lam0
+
+
+def _theory(rule: Rule, spec: ProblemSpec, width: int = 20, depth: int = 2, duplicate: bool = False,
+            steps: int = 100, **unused) -> Policy:
+    """The policy of ``rule`` as written (spec 001 §2): fixed NTK features g(x; θ₀)/√m of the symmetric θ₀,
+    full float64 matrices, the adaptive λ_t and ν_t of :func:`confidence`, and TrainNN from θ₀ every round
+    (J = ``steps`` full-batch gradient steps of η = C5/(mTL + mλ_t), Condition 4.4, on the summed
+    cross-entropy + (mλ_t/2)‖θ − θ₀‖²). NCBF-UCB keeps its constant λ (``lam``) and scores
+    f(x; θ_{t−1}) + (κ√(d̃_t + 2 log(1/δ)) + S√(κλ) + 1)‖g/√m‖_{V⁻¹}, d̃_t = log det(G_t/(mκλ) + I)."""
+    arch = MLP(spec.d, width, depth, duplicate, "ntk")
+    how = Training(steps, "gd", "sum", "init", "width", from_init=True, history=True, loss="logistic")
+    capacity, p, root_m = history_capacity(spec.horizon), arch.n_params, math.sqrt(width)
+    f64 = jnp.float64
+
+    def init(params, key):
+        theta0 = mlp_init(arch, key, "symmetric", F32)
+        size = p if rule.weighted else 1
+        return TheoryState(theta0, theta0, empty_rows(capacity, spec.d, None, F32), jnp.zeros((p, p), f64),
+                           jnp.zeros((size, size), f64), lambda0(depth, params.s, params.delta, params.c1).astype(f64),
+                           jnp.ones((), f64))
+
+    def act(params, state, key, contexts, mask, t):
+        k_z, k_ties = jax.random.split(key)
+        g = mlp_grads(arch, state.theta0, contexts).astype(f64)  # g(x; θ₀), (K, p)
+        eye = jnp.eye(p, dtype=f64)
+        if rule.name == "ncbf-ucb":
+            kl = params.kappa * params.lam
+            dtilde = jnp.linalg.slogdet(state.gram / kl + eye)[1]
+            factor = params.kappa * jnp.sqrt(dtilde + 2.0 * jnp.log(1.0 / params.delta)) + params.s * jnp.sqrt(kl) + 1.0
+            widths = cholesky_widths(state.gram + kl * eye, g / root_m)
+        elif rule.weighted:
+            factor, widths = state.nu, cholesky_widths(state.weighted + state.lam * eye, g / root_m)
+        else:
+            factor = (1.0 if rule.sample else R) * jnp.sqrt(params.kappa) * state.nu
+            widths = cholesky_widths(state.gram + params.kappa * state.lam * eye, g / root_m)
+        sigma = (factor * widths).astype(F32)
+        f = mlp_apply(arch, state.theta, contexts)
+        mean = (g @ (state.theta - state.theta0).astype(f64)).astype(F32) if rule.weighted else f
+        if rule.sample:
+            scores = mean + sigma * normal(k_z, f.shape, F32)
+        else:
+            scores = (jax.nn.sigmoid(mean) if rule.name == "neurallog-ucb-1" else mean) + sigma
+        arm, probability = choose(k_ties, scores, mask)
+        return arm, act_info(scores[arm], (scores - mean if rule.sample else sigma)[arm],
+                             jnp.nan if rule.sample else probability)
+
+    def update(params, state, key, contexts, arm, feedback, t):
+        x = contexts[arm]
+        g = mlp_grads(arch, state.theta0, x[None])[0].astype(f64) / root_m
+        gram = state.gram + jnp.outer(g, g)
+        if rule.name == "ncbf-ucb":
+            lam, nu = jnp.asarray(params.lam, f64), state.nu
+        else:
+            lam, nu, _, _ = confidence(gram, t, depth, params.s, params.delta, params.c1,
+                                       params.c7 if rule.weighted else params.c6)
+        rows = add_row(state.rows, x, arm, feedback.reward.astype(F32), False)
+        eta = params.c5 / (width * spec.horizon * depth + width * lam)
+        theta = train(arch, how, state.theta, state.theta0, rows, lam.astype(F32), eta.astype(F32), key)
+        weighted = state.weighted
+        if rule.weighted:  # μ̇(f(x_t; θ_t)) with the network just trained
+            f = mlp_apply(arch, theta, x)
+            weighted = weighted + (jax.nn.sigmoid(f) * jax.nn.sigmoid(-f)).astype(f64) * jnp.outer(g, g)
+        return TheoryState(theta, state.theta0, rows, gram, weighted, lam, nu)
+
+    def healthy(state):
+        return jnp.all(jnp.isfinite(state.theta))
+
+    return Policy(rule.name, init, act, update, capacity, None, Requirements(reward_range=(0.0, 1.0)), dtype=F32,
+                  healthy=healthy)
+
+
+# Bytes of theory mode's float64 p × p matrices (per seed) above which a configuration is refused.
+THEORY_MATRIX_LIMIT = 2**30
+
+
 def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
-    """An architecture the initialisation can build (spec 001 §1.2: the symmetric one needs an even input
-    dimension: duplicate it)."""
-    arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"])
-    problem = arch.check(config["init"], where)
+    """An architecture the initialisation can build (spec 001 §1.2: the symmetric one, always used in theory
+    mode, needs an even width and input dimension: duplicate the input), and theory mode's full matrices of
+    a reasonable size."""
+    theory = config["mode"] == "theory"
+    arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"],
+               "ntk" if theory else config["output_scale"])
+    problem = arch.check("symmetric" if theory else config["init"], where)
     if problem:
         raise ConfigError(problem)
+    if theory and 8 * arch.n_params**2 > THEORY_MATRIX_LIMIT:
+        raise ConfigError(f"{where}: field 'mode' = 'theory' keeps full {arch.n_params} × {arch.n_params} float64 "
+                          f"matrices per seed ({8 * arch.n_params**2 / 2**30:.1f} GiB each); use mode = "
+                          "'experiment' (diagonal matrices) or a smaller network")
+
+
+_EXPERIMENT_ONLY = ("nu", "lr", "init", "output_scale", "anchor", "reg_scale", "reduction", "from_init",
+                    "train_every", "score_scale")
+
+
+def _finalize(values: dict[str, Any]) -> dict[str, Any]:
+    """Refuse experiment-mode fields set away from their defaults in theory mode, where the theory fixes
+    them (spec 001 §2)."""
+    if values["mode"] == "theory":
+        defaults = {h.name: h.default for h in _OWN + _SHARED}
+        for name in _EXPERIMENT_ONLY:
+            if values[name] != defaults[name]:
+                raise ConfigError(f"field '{name}' applies to mode = 'experiment' only; theory mode uses the "
+                                  "symmetric θ₀, the √m output, TrainNN from θ₀ every round and its own λ_t, ν_t")
+    return values
 
 
 _DEFAULTS = {  # spec 001 §3.5: the paper's experiment-mode network and schedule
-    "depth": 2, "output_scale": "none", "anchor": "zero", "reg_scale": "one", "train_every": 50,
+    "depth": 2, "output_scale": "none", "init": "standard", "anchor": "zero", "reg_scale": "one", "train_every": 50,
     "lam": 1.0,
 }
 _DOCS = {
@@ -176,20 +315,28 @@ _OWN = (
     Hyper("s", 1.0, "S, the parameter-norm bound plugged into the bonus (spec 001 §3.5: 1)", low=0.0, low_open=True),
     Hyper("score_scale", "prob", "UCB score μ(f) + σ (prob) or f + σ (latent); TS samples on the latent scale",
           kind=str, static=True, choices=SCORE_SCALES),
+    Hyper("mode", "experiment", "the paper's practical adjustments (experiment, spec 001 §3) or the algorithms as "
+          "written (theory, §2: full matrices, for small p)", kind=str, static=True, choices=MODES),
+    Hyper("delta", 0.05, "confidence level δ (theory mode)", low=0.0, high=1.0, low_open=True, high_open=True),
+    Hyper("c1", 1.0, "absolute constant C1 of λ₀, ι_t, λ_t (theory mode)", low=0.0, low_open=True),
+    Hyper("c5", 1.0, "absolute constant C5 of the step size η = C5/(mTL + mλ_t) (theory mode)", low=0.0,
+          low_open=True),
+    Hyper("c6", 1.0, "absolute constant C6 of ν⁽¹⁾ (theory mode)", low=0.0, low_open=True),
+    Hyper("c7", 1.0, "absolute constant C7 of ν⁽²⁾ (theory mode)", low=0.0, low_open=True),
 )
 
 
 def _entry(rule: Rule, doc: str) -> PolicyEntry:
-    def make(spec, **options):
-        return _neurallog(rule, spec, **options)
+    def make(spec, mode="experiment", **options):
+        return _neurallog(rule, spec, **options) if mode == "experiment" else _theory(rule, spec, **options)
 
-    return PolicyEntry(rule.name, make, _OWN + _SHARED, doc, check=_check)
+    return PolicyEntry(rule.name, make, _OWN + _SHARED, doc, check=_check, finalize=_finalize)
 
 
 ENTRIES = (
-    _entry(RULES["ncbf-ucb"], "NCBF-UCB (Verma et al. 2025), experiment mode: μ(f) + ν(κ√d̃ + S√(κλ) + 1)‖g‖_{V⁻¹}"),
-    _entry(RULES["neurallog-ucb-1"], "NeuralLog-UCB-1 (Bae & Lee 2025, Alg. 1), experiment mode: μ(f) + νR√κ·B‖g‖_{V⁻¹}"),
-    _entry(RULES["neurallog-ucb-2"], "NeuralLog-UCB-2 (Bae & Lee 2025, Alg. 2), experiment mode: μ(f) + ν·B‖g‖_{W⁻¹}"),
-    _entry(RULES["neurallog-ts-1"], "NeuralLog-TS-1 (Bae & Lee 2025, App. I), experiment mode: N(f, (ν√κ·B‖g‖_{V⁻¹})²)"),
-    _entry(RULES["neurallog-ts-2"], "NeuralLog-TS-2 (Bae & Lee 2025, App. I), experiment mode: N(f, (ν·B‖g‖_{W⁻¹})²)"),
+    _entry(RULES["ncbf-ucb"], "NCBF-UCB (Verma et al. 2025): μ(f) + ν(κ√d̃ + S√(κλ) + 1)‖g‖_{V⁻¹} (experiment mode)"),
+    _entry(RULES["neurallog-ucb-1"], "NeuralLog-UCB-1 (Bae & Lee 2025, Alg. 1): μ(f) + νR√κ·B‖g‖_{V⁻¹} (experiment)"),
+    _entry(RULES["neurallog-ucb-2"], "NeuralLog-UCB-2 (Bae & Lee 2025, Alg. 2): μ(f) + ν·B‖g‖_{W⁻¹} (experiment mode)"),
+    _entry(RULES["neurallog-ts-1"], "NeuralLog-TS-1 (Bae & Lee 2025, App. I): N(f, (ν√κ·B‖g‖_{V⁻¹})²) (experiment)"),
+    _entry(RULES["neurallog-ts-2"], "NeuralLog-TS-2 (Bae & Lee 2025, App. I): N(f, (ν·B‖g‖_{W⁻¹})²) (experiment mode)"),
 )
