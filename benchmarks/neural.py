@@ -38,6 +38,14 @@ NeuralUCB/NeuralTS: diagonal design, ν = 0.1; Neural-ES: m = 10, σ_R = 0.1; Ne
    products of the hidden layer (forward, weight and input gradients) and the (S·m·N × d by d × K)
    product of layer 1 (forward and weight gradient) — and the step's rate if it ran at exactly those.
 
+4. Bae & Lee's neural logistic policies (``--neurallog``; spec 001 §6, App. K) on the latent h1 bandit
+   (d = 20, K = 5 contexts per round from a pool of 2500, Bernoulli rewards), the paper's network (L = 2,
+   m = 20, p = 420): µs per seed-round in experiment mode without training (``train_every`` > T: the
+   selection and the O(p) diagonal-design and effective-dimension updates, which must be flat in t), with
+   the paper's training every 50 rounds (100 steps over all t observations: O(t) amortised, so it grows),
+   and in theory mode (full p × p float64 matrices: an O(p³) log det and Cholesky factor every round, and
+   TrainNN from θ₀ every round).
+
 Threads: BLAS pools limited to one thread (unless already set); XLA keeps its default pool.
 """
 
@@ -238,14 +246,45 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
+NEURALLOG = ("ncbf-ucb", "neurallog-ucb-1", "neurallog-ucb-2", "neurallog-ts-1", "neurallog-ts-2")
+
+
+def neurallog_times(name: str, seeds: int, horizon: int, **options) -> tuple[float, float]:
+    """(µs per seed-round in the second of four chunks, last/second chunk-time ratio) of ``name`` on the
+    latent h1 bandit (module docstring, 4.)."""
+    env = nb.make_env("latent", d=D, k=5, latent="h1")
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, 5, horizon), **options)
+    chunks = nb.simulate(env, policy, params, horizon, range(seeds), chunk_size=horizon // 4).chunk_seconds
+    return 1e6 * chunks[1] / (seeds * (horizon // 4)), chunks[-1] / chunks[1]
+
+
+def print_neurallog(seeds: int, horizon: int, theory_horizon: int) -> None:
+    """The table of the module docstring's item 4."""
+    print(f"Bae & Lee's policies, latent h1 bandit, d={D}, K=5, L=2, m=20; {seeds} seeds x {horizon} rounds "
+          f"(theory mode: {theory_horizon})")
+    print(f"{'policy':<17}{'no training µs':>16}{'late/early':>12}{'every 50 µs':>14}{'late/early':>12}"
+          f"{'theory µs':>12}{'late/early':>12}")
+    for name in NEURALLOG:
+        flat = neurallog_times(name, seeds, horizon, train_every=10 * horizon)
+        trained = neurallog_times(name, seeds, horizon)
+        theory = neurallog_times(name, seeds, theory_horizon, mode="theory")
+        print(f"{name:<17}" + "".join(f"{per:>14.1f}{growth:>12.2f}" for per, growth in (flat, trained, theory)),
+              flush=True)
+
+
 def main() -> None:
-    """Print the three tables of the module docstring."""
+    """Print the tables of the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--horizon", type=int, default=800)
     ap.add_argument("--ref-rounds", type=int, default=5)
     ap.add_argument("--policies", nargs="*", default=list(POLICIES))
+    ap.add_argument("--neurallog", action="store_true", help="print only the table of item 4")
+    ap.add_argument("--log-horizon", type=int, default=2000, help="T of item 4 (theory mode: T/4)")
     args = ap.parse_args()
+    if args.neurallog:
+        print_neurallog(args.seeds, args.log_horizon, args.log_horizon // 4)
+        return
     history = 3 * args.horizon // 8
     print(f"jax {jax.__version__}, devices {jax.devices()}; d={D}, K={K}, L={DEPTH}, N={WIDTH}, {STEPS} steps; "
           f"{args.seeds} seeds x {args.horizon} rounds; references at history {history}")
