@@ -207,3 +207,26 @@ def test_w_design_is_the_v_design_weighted_by_logistic_variances():
 def test_theory_mode_refuses_experiment_only_fields():
     with pytest.raises(ConfigError, match="field 'nu' applies to mode = 'experiment' only"):
         resolve_policy({"name": "neurallog-ucb-1", "mode": "theory", "nu": 0.5})
+
+
+@pytest.mark.parametrize("name", ["neurallog-ts-1", "neurallog-ts-2"])
+def test_thompson_samples_have_the_network_mean_and_the_width_as_std(name):
+    # spec 001 §7.1 item 10: over 10⁵ draws for a fixed state, mean and std of r̃(x) match f(x; θ) and σ(x)
+    # within 1%; read through the greedy policy's scores (ν = 0) and the UCB policy's latent bonus (same σ).
+    def scores(policy_name, key, **options):
+        policy, params = nb.make_policy(policy_name, nb.ProblemSpec(D, K, T), width=8, lam=0.5, **options)
+        params = to_dtype(params, policy.dtype)
+        state = policy.init(params, jax.random.key(21))
+        x = jnp.asarray(np.random.default_rng(22).uniform(-1, 1, (K, D)), jnp.float32)
+        for t in range(1, 4):
+            state = policy.update(params, state, jax.random.key(t), x, t % K, Feedback(jnp.float32(t % 2)), t)
+        one_hot = jnp.eye(K, dtype=bool)  # offer one arm at a time, so the score of each arm is reported
+        return jax.vmap(lambda m: policy.act(params, state, key, x, m, 4)[1].score)(one_hot)
+
+    draws = jax.vmap(lambda k: scores(name, k))(jax.random.split(jax.random.key(23), 100_000))
+    mean = scores(name, jax.random.key(0), nu=0.0)  # σ = 0: the sample is f
+    # TS-1's σ is UCB-1's bonus without its R; TS-2's is UCB-2's bonus (latent scale: score = f + σ).
+    ucb = "neurallog-ucb-1" if name.endswith("1") else "neurallog-ucb-2"
+    sigma = (scores(ucb, jax.random.key(0), score_scale="latent") - mean) / (R if name.endswith("1") else 1.0)
+    assert np.all(np.abs(draws.mean(axis=0) - mean) <= 0.01 * sigma)  # 1% of σ: 3 standard errors at 10⁵ draws
+    np.testing.assert_allclose(draws.std(axis=0), sigma, rtol=0.01)
