@@ -91,3 +91,31 @@ def test_a_policy_runs_on_it_with_finite_pseudo_regret():
 def test_bad_latent_configurations_are_refused(options, message):
     with pytest.raises(ConfigError, match=message):
         nb.make_env("latent", d=4, k=5, **options)
+
+
+def test_presented_contexts_are_the_engines():
+    # The pseudo-regret the engine records equals the one recomputed from the replayed contexts and its arms.
+    from nlbandit.core.keys import seed_keys
+    from nlbandit.models.ntk import presented_contexts
+
+    env = nb.make_env("latent", d=4, k=5, latent="h2", pool=40)
+    policy, params = nb.make_policy("uniform", nb.ProblemSpec(4, 5, 50))
+    res = nb.simulate(env, policy, params, 50, [7], chunk_size=50, max_points=50)
+    contexts = presented_contexts(env, 7, 50)
+    state = env.reset(seed_keys(jnp.uint32(7)).env_reset)
+    means = np.asarray(jax.vmap(lambda c: env.mean(state, c))(contexts))
+    arms = np.asarray(res.arms)[0]
+    regret = np.cumsum(means.max(axis=1) - means[np.arange(50), arms])
+    np.testing.assert_allclose(np.asarray(res.cum_regret)[0, -1], regret[-1], rtol=1e-9)
+
+
+def test_realized_effective_dimension_grows_with_the_pool():
+    # spec 001 §7.1 item 12: more distinct vectors, larger d̃ (T = 2000, K = 5; the last pool is T·K, each
+    # vector shown once).
+    from nlbandit.models.mlp import MLP
+    from nlbandit.models.ntk import realized_effective_dimension
+
+    arch = MLP(20, 20, 2)
+    dims = [realized_effective_dimension(nb.make_env("latent", d=20, k=5, pool=n, pool_draw=draw), 3, 2000, arch, 1.0)
+            for n, draw in ((10, "round"), (50, "round"), (2500, "round"), (10000, "run"))]
+    assert all(a < b for a, b in zip(dims, dims[1:])), dims
