@@ -138,6 +138,7 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", **optio
         x = contexts[arm]
         g = mlp_grads(arch, state.theta, x[None])[0]  # at θ_{t−1}, the network that chose x
         rows = add_row(state.rows, x, arm, feedback.reward.astype(F32), False)
+
         def fit():  # λ‖θ − anchor‖² is ½·(2λ)‖θ − anchor‖² in mlp_train's convention
             return train(arch, setup.how, state.theta, state.theta0, rows, 2.0 * params.lam, params.lr, key)
 
