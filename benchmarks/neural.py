@@ -68,6 +68,7 @@ import nlbandit as nb  # noqa: E402
 from nlbandit.models.history import empty_rows  # noqa: E402
 from nlbandit.models.mlp import MLP, mlp_init  # noqa: E402
 from nlbandit.models.mlp_train import Training, train  # noqa: E402
+from nlbandit.policies.neurallog import RULES  # noqa: E402
 
 D, K, WIDTH, DEPTH, STEPS, LR, LAM = 20, 50, 20, 3, 100, 0.01, 1.0
 ENSEMBLE = 10
@@ -246,9 +247,6 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-NEURALLOG = ("ncbf-ucb", "neurallog-ucb-1", "neurallog-ucb-2", "neurallog-ts-1", "neurallog-ts-2")
-
-
 def neurallog_times(name: str, seeds: int, horizon: int, **options) -> tuple[float, float]:
     """(µs per seed-round in the second of four chunks, last/second chunk-time ratio) of ``name`` on the
     latent h1 bandit (module docstring, 4.)."""
@@ -264,7 +262,7 @@ def print_neurallog(seeds: int, horizon: int, theory_horizon: int) -> None:
           f"(theory mode: {theory_horizon})")
     print(f"{'policy':<17}{'no training µs':>16}{'late/early':>12}{'every 50 µs':>14}{'late/early':>12}"
           f"{'theory µs':>12}{'late/early':>12}")
-    for name in NEURALLOG:
+    for name in RULES:
         flat = neurallog_times(name, seeds, horizon, train_every=10 * horizon)
         trained = neurallog_times(name, seeds, horizon)
         theory = neurallog_times(name, seeds, theory_horizon, mode="theory")

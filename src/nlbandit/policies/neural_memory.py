@@ -41,10 +41,11 @@ from nlbandit.models.history import HISTORY_BLOCK, history_capacity
 from nlbandit.models.mlp import MLP
 from nlbandit.policies.anytime import SUFFIX, epoch_table
 from nlbandit.policies.deep import exploration_rounds
+from nlbandit.policies.neurallog import RULES
 
 NEURAL = ("neural-ucb", "neural-ts", "neural-phe", "neural-es", "neural-greedy")
 DEEP = ("deep-fpl", "deep-fl", "rep-glm-fpl")
-NEURALLOG = ("ncbf-ucb", "neurallog-ucb-1", "neurallog-ucb-2", "neurallog-ts-1", "neurallog-ts-2")
+NEURALLOG = tuple(RULES)
 """The policies (and their ``@anytime`` variants) whose memory :func:`neural_memory` states."""
 F32 = 4
 
@@ -77,7 +78,7 @@ def neural_memory(config: dict[str, Any], env: dict[str, Any], horizon: int) -> 
         rows = history_capacity(spec.horizon)
         parts = {"network 2p": F32 * 2 * p, "data C·(d + 2)": F32 * rows * (spec.d + 2) + 4}
         if config["mode"] == "theory":
-            weighted = p * p if name.endswith("-2") else 1
+            weighted = p * p if RULES[name].weighted else 1
             parts["float64 matrices p² (+ p² for W) and λ_t, ν_t"] = 8 * (p * p + weighted + 2)
             selection = 8 * spec.k * p + 8 * p * p  # float64 features and a Cholesky factor
         else:

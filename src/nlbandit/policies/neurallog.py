@@ -229,10 +229,12 @@ def _theory(rule: Rule, spec: ProblemSpec, width: int = 20, depth: int = 2, dupl
             factor = (1.0 if rule.sample else R) * jnp.sqrt(params.kappa) * state.nu
             widths = cholesky_widths(state.gram + params.kappa * state.lam * eye, g / root_m)
         sigma = (factor * widths).astype(F32)
-        f = mlp_apply(arch, state.theta, contexts)
-        mean = (g @ (state.theta - state.theta0).astype(f64)).astype(F32) if rule.weighted else f
+        if rule.weighted:  # Algorithm 2's linearised mean g(x; θ₀)ᵀ(θ_{t−1} − θ₀)
+            mean = (g @ (state.theta - state.theta0).astype(f64)).astype(F32)
+        else:
+            mean = mlp_apply(arch, state.theta, contexts)
         if rule.sample:
-            scores = mean + sigma * normal(k_z, f.shape, F32)
+            scores = mean + sigma * normal(k_z, mean.shape, F32)
         else:
             scores = (jax.nn.sigmoid(mean) if rule.name == "neurallog-ucb-1" else mean) + sigma
         arm, probability = choose(k_ties, scores, mask)
