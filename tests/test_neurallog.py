@@ -180,6 +180,24 @@ def test_theory_ucb1_first_decision_and_schedule_match_numpy():
     np.testing.assert_allclose(float(state.nu), (1 + math.sqrt(2) + 2) * iota + 1, rtol=1e-6)
 
 
+def test_theory_ncbf_bonus_matches_numpy_after_some_rounds():
+    # σ(x) = (κ√(d̃ + 2 log(1/δ)) + S√(κλ) + 1)‖g/√m‖_{V⁻¹}, V = G + κλI, d̃ = log det(G/(κλ) + I) (spec 001 §2.7.2).
+    policy, params, state = _theory_run("ncbf-ucb", 9, kappa=3.0, lam=0.5)
+    x = np.random.default_rng(15).uniform(-1, 1, (K, 4))
+    arm, info = policy.act(params, state, jax.random.key(1), jnp.asarray(x, jnp.float32), jnp.ones(K, bool), 10)
+    _, g = ref.forward_backward(np.asarray(state.theta0, np.float64), np.concatenate([x, x], axis=1) / math.sqrt(2),
+                                6, 2, math.sqrt(6))
+    played = np.asarray(state.rows.x[:9], np.float64)
+    _, gp = ref.forward_backward(np.asarray(state.theta0, np.float64),
+                                 np.concatenate([played, played], axis=1) / math.sqrt(2), 6, 2, math.sqrt(6))
+    gram, kl = gp.T @ gp / 6, 3.0 * 0.5
+    dtilde = np.linalg.slogdet(gram / kl + np.eye(len(gram)))[1]
+    factor = 3.0 * math.sqrt(dtilde + 2 * math.log(1 / 0.05)) + math.sqrt(kl) + 1
+    widths = np.sqrt(np.einsum("kp,pq,kq->k", g / math.sqrt(6), np.linalg.inv(gram + kl * np.eye(len(gram))),
+                               g / math.sqrt(6)))
+    np.testing.assert_allclose(float(info.bonus), factor * widths[int(arm)], rtol=1e-5)
+
+
 def test_trainnn_stays_in_the_lemma_c6_ball():
     # With f(·; θ₀) = 0, L_t(θ₀) = t log 2; GD that does not raise the loss keeps ‖θ − θ₀‖ ≤ √(2t log 2/(mλ_t)).
     for name in ("neurallog-ucb-1", "neurallog-ucb-2"):
