@@ -28,7 +28,7 @@ from nlbandit.store import Store
 def _batch_key(run: RunConfig) -> str:
     loop = LOOPS[run.loop]
     return json.dumps([run.env, run.policy["name"], loop.split(run.policy)[0], run.horizon, run.n_seeds,
-                       run.record_points] + loop.batch_fields(run), sort_keys=True)
+                       run.seed_offset, run.record_points] + loop.batch_fields(run), sort_keys=True)
 
 
 def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[RunConfig]]:
@@ -53,7 +53,13 @@ def run_experiment(
     """Compute every run of ``exp`` that the store does not have yet; return how many were run.
 
     ``on_checkpoint`` is called after each checkpoint is committed (used by tests to kill a run midway).
+
+    Raises:
+      ValueError: when ``exp`` tunes a series and has not been through
+        :func:`~nlbandit.experiments.tuning.tune_experiment` (its runs are stand-ins).
     """
+    if exp.tuning and not exp.tuned:
+        raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     sizes = store.batch_sizes([r.run_id for r in exp.runs])
     timed, phased = timed_runs(exp), phased_runs(exp)
     retime = {i for i in timed if sizes.get(i, 1) > 1} | ((phased & set(sizes)) - store.phased(list(phased)))

@@ -30,6 +30,24 @@ An experiment file::
     text = "Lin-ES is competitive with Lin-TS"
     check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
 
+A ``[tune]`` table tunes hyperparameters per series and environment case before the reported runs (Bae & Lee
+2025's grid search; :mod:`nlbandit.experiments.tuning`)::
+
+    [tune]
+    seeds = 3                        # tuning seeds offset..offset+seeds-1, never a reported seed
+    objective = "min-regret"         # or "max-reward": the mean final value on the tuning seeds
+    grid = { nu = [0.1, 1, 10], lam = [0.1, 1] }   # the default grid of every series
+
+    [[policies]]
+    label = "UCB-2"
+    name = "neurallog-ucb-2"
+    tune = { nu = [1, 10] }          # this series' own grid (``tune = false``: not tuned)
+
+``offset`` (default 10⁹) must exceed every scale's reported seed count; ``[scales.X] tune_seeds`` overrides
+``seeds`` at a scale. Every point of a series' grid runs on the tuning seeds (side by side where only traced
+hyperparameters differ); the point with the best objective (the first in grid order on a tie) is the
+series' reported configuration on that case. ``loop = "bandit"`` only.
+
 A ``[[policies]]`` or ``[[claims]]`` table may carry ``scales = ["full"]``: the series is validated at every
 scale but run only at the listed ones (an O(t)-per-round baseline too slow for the quick tier), and the
 claim is checked only there.
@@ -97,7 +115,7 @@ _TOP = (
     Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
 )
-_TABLES = ("scales", "env", "policies", "claims", "plots")
+_TABLES = ("scales", "env", "policies", "claims", "plots", "tune")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 """What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
 ``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
@@ -110,6 +128,15 @@ MAX_GRID = 10_000
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
+    Hyper("tune_seeds", None, "number of tuning seeds ([tune] seeds)", kind=int, low=1, optional=True),
+)
+OBJECTIVES = ("min-regret", "max-reward")
+"""What tuning optimises: the mean final cumulative regret (minimised) or reward (maximised)."""
+_TUNE_KEYS = (
+    Hyper("seeds", None, "number of tuning seeds", kind=int, low=1),
+    Hyper("objective", "min-regret", "the mean final value a tuning point is chosen by", kind=str,
+          choices=OBJECTIVES),
+    Hyper("offset", 10**9, "the first tuning seed (tuning seeds are offset..offset+seeds-1)", kind=int, low=1),
 )
 _CLAIM_KEYS = (
     Hyper("name", None, "short identifier", kind=str),
@@ -140,9 +167,10 @@ class RunConfig:
       label: display label (policy label plus its grid values).
       case: the environment grid values of this run ({} without an environment grid).
       env, policy: fully resolved configs (registry name + every hyperparameter).
-      horizon, n_seeds, record_points: simulation sizes; seeds are 0..n_seeds-1.
+      horizon, n_seeds, record_points: simulation sizes; seeds are seed_offset..seed_offset+n_seeds-1.
       loop: the name of its :class:`~nlbandit.loops.base.Loop` (``bandit``: env and policy registries;
         ``regression``: streams and learners).
+      seed_offset: the first seed (0 for reported runs, ``[tune] offset`` for tuning runs).
     """
 
     label: str
@@ -153,6 +181,12 @@ class RunConfig:
     n_seeds: int
     record_points: int
     loop: str = "bandit"
+    seed_offset: int = 0
+
+    @property
+    def seeds(self) -> range:
+        """The run's seeds."""
+        return range(self.seed_offset, self.seed_offset + self.n_seeds)
 
     @property
     def code(self) -> str:
@@ -170,6 +204,8 @@ class RunConfig:
             "record_points": self.record_points,
             "code": self.code,
         }
+        if self.seed_offset:
+            ident["seed_offset"] = self.seed_offset
         return ident if self.loop == "bandit" else {**ident, "loop": self.loop}
 
     @property
@@ -182,6 +218,31 @@ class RunConfig:
     def case_label(self) -> str:
         """``d=5, k=100`` style text for the environment case ('' without a grid)."""
         return ", ".join(f"{k}={v}" for k, v in self.case)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The tuning of one series on one environment case (:mod:`nlbandit.experiments.tuning`).
+
+    Attributes:
+      label, case: the series and the case, as its reported run has them.
+      points: the grid's points ({field: value}), in grid order.
+      candidates: each point's run on the tuning seeds.
+      reported: each point's run on the reported seeds; the chosen one is the series' run on the case.
+      objective: one of :data:`OBJECTIVES`.
+    """
+
+    label: str
+    case: tuple[tuple[str, Any], ...]
+    points: tuple[dict[str, Any], ...]
+    candidates: tuple[RunConfig, ...]
+    reported: tuple[RunConfig, ...]
+    objective: str
+
+    @property
+    def case_label(self) -> str:
+        """The case as :attr:`RunConfig.case_label` writes it."""
+        return self.reported[0].case_label
 
 
 @dataclass(frozen=True)
@@ -216,6 +277,8 @@ class Experiment:
     curves: bool = True
     checkpoints: tuple[int, ...] = ()
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
+    tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
+    tuned: bool = False  # whether ``runs`` holds the chosen runs (:func:`nlbandit.experiments.tuning.tune_experiment`)
 
 
 def _plots(value: Any, where: str) -> tuple[str, ...]:
@@ -301,6 +364,42 @@ def _expand(table: dict[str, Any], fixed: tuple[str, ...], where: str) -> list[t
         varying = dict(zip(grid_keys, values))
         out.append(({**table, **varying}, varying))
     return out
+
+
+def _tune_grid(value: Any, where: str) -> dict[str, list] | None:
+    """A validated tuning grid (a table of field = [values], at least one field), or None for ``false``."""
+    if value is False:
+        return None
+    table = _table(value, where)
+    if not table:
+        raise ConfigError(f"{where} must name at least one field (field = [values]), or be false")
+    for k, v in table.items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"{where}: field '{k}' must be a non-empty list of values to try, got {v!r}")
+    _expand(table, (), where)  # the size limit
+    return table
+
+
+def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[str, Any], seeds: int | None,
+          where: str) -> dict[str, Any] | None:
+    """The validated ``[tune]`` table at ``scale`` (None without one): seeds, objective, offset and the default
+    grid, with tuning seeds disjoint from the reported seeds of every scale and of ``--seeds``."""
+    if "tune" not in raw:
+        if any(sc.get("tune_seeds") is not None for sc in scales.values()):
+            raise ConfigError(f"{where}: field 'scales.*.tune_seeds' needs a [tune] table")
+        return None
+    if top["loop"] != "bandit":
+        raise ConfigError(f"{where}: field 'tune': tuning is implemented for loop = 'bandit' only")
+    table = dict(_table(raw["tune"], f"{where}: field 'tune'"))
+    grid = _tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
+    tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
+    tune["seeds"] = scales.get(scale, {}).get("tune_seeds") or tune["seeds"]
+    reported = max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])
+    if tune["offset"] < reported:
+        raise ConfigError(f"{where}: field 'tune.offset' = {tune['offset']} must be at least {reported}, the most "
+                          "reported seeds of any scale (tuning seeds never overlap reported seeds)")
+    _at_most(tune["offset"] + tune["seeds"], MAX_SEEDS, "tune.offset", "seeds are uint32", where)
+    return {**tune, "grid": grid}
 
 
 def _table(raw: Any, where: str) -> dict[str, Any]:
@@ -434,6 +533,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if len({case for _, case in env_cases}) < len(env_cases):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
 
+    tune = _tune(raw, scales, scale, top, seeds, where)
+    tunings: list[Tuning] = []
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
@@ -448,27 +549,52 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
         series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
         here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
+        grid = tune and tune["grid"]
+        if "tune" in p:
+            if tune is None:
+                raise ConfigError(f"{pwhere}: field 'tune' needs a [tune] table (its seeds and objective)")
+            grid = _tune_grid(p.pop("tune"), f"{pwhere}: field 'tune'")
+        both = [k for k in grid or () if isinstance(p.get(k), list)]
+        if both:
+            raise ConfigError(f"{pwhere}: field '{both[0]}' is both a series grid and tuned; keep one")
         for pol_cfg, varying in _expand(p, ("name",), pwhere):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
             if full_label in labels or full_label in elsewhere:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             (labels if here else elsewhere).append(full_label)
             for env_cfg, case in series_cases:
-                run_env, resolved, history = loop.resolve_series(pol_cfg, env_cfg, series_env, horizon,
-                                                                 f"{pwhere} ({full_label})")
-                if here:
-                    runs.append(RunConfig(full_label, case, run_env, resolved, horizon, n_seeds,
-                                          top["record_points"], top["loop"]))
-                    if len(runs) > MAX_GRID:
-                        raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
-                    key = json.dumps([run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
+                points = [point for _, point in _expand(grid, (), pwhere)] if grid else [{}]
+                configs = [loop.resolve_series({**pol_cfg, **point}, env_cfg, series_env, horizon,
+                                               f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")"))
+                           for point in points]
+                if not here:
+                    continue
+
+                def run_config(run_env, resolved, size, offset=0):
+                    return RunConfig(full_label, case, run_env, resolved, horizon, size, top["record_points"],
+                                     top["loop"], offset)
+
+                def account(tag, run_env, resolved, history, size):  # the memory of runs side by side
+                    key = json.dumps([tag, run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
                     names, parts = batch_memory.setdefault(key, ([], {}))
                     names.append(full_label)
-                    for part, size in loop.memory(run_env, horizon, n_seeds, top["record_points"], history).items():
-                        parts[part] = parts.get(part, 0) + size
-                    for part, size in neural_memory(resolved, run_env, horizon).items():
-                        parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + n_seeds * size
+                    for part, need in loop.memory(run_env, horizon, size, top["record_points"], history).items():
+                        parts[part] = parts.get(part, 0) + need
+                    for part, need in neural_memory(resolved, run_env, horizon).items():
+                        parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + size * need
                         neural_batches.add(key)
+
+                reported = [run_config(e, r, n_seeds) for e, r, _ in configs]
+                runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
+                if len(runs) > MAX_GRID:
+                    raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
+                account("", *configs[0], n_seeds)
+                if grid:
+                    tunings.append(Tuning(full_label, case, tuple(points), tuple(
+                        run_config(e, r, tune["seeds"], tune["offset"]) for e, r, _ in configs), tuple(reported),
+                        tune["objective"]))
+                    for config in configs:
+                        account("tune", *config, tune["seeds"])
     for key, (names, parts) in batch_memory.items():
         neural = (" (a neural policy: also lower width, depth or m, or use backend = 'arms')"
                   if key in neural_batches else "")
@@ -504,6 +630,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         curves=top["curves"],
         checkpoints=_checkpoints(top["checkpoints"], horizon, where),
         full_seeds=scales.get("full", {}).get("seeds") or top["seeds"],
+        tuning=tunings,
     )
     if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
         raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")

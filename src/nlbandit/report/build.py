@@ -21,6 +21,7 @@ from nlbandit import __version__
 from nlbandit.experiments.claims import (ClaimResult, Timing, evaluate_claim, grid_values, run_selector,
                                          traced_text, value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
+from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
 from nlbandit.provenance import package_hash
 from nlbandit.store import Store, StoredRun
@@ -61,7 +62,10 @@ class Row:
 
 
 def load_rows(exp: Experiment, store: Store) -> list[Row]:
-    """Stored results of every run of ``exp`` (``KeyError`` if one is missing)."""
+    """Stored results of every run of ``exp`` (``KeyError`` if one is missing; ``ValueError`` if ``exp`` tunes
+    a series and was not through :func:`~nlbandit.experiments.tuning.tune_experiment`)."""
+    if exp.tuning and not exp.tuned:
+        raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     return [Row(r, store.load(r.run_id)) for r in exp.runs]
 
 
@@ -286,9 +290,33 @@ def _sim_minutes(rows: list[Row]) -> float:
     return sum((r.stored.compile_s + r.stored.run_s) / r.stored.batch_size for r in rows) / 60
 
 
-def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) -> tuple[Path, list[ClaimResult]]:
-    """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)``; return the markdown
-    path and the claim results."""
+def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
+    """The report's tuning section: the chosen point of each tuned series and case, then every point."""
+    if not results:
+        return []
+    first = results[0].tuning.candidates[0]
+    what = {"min-regret": f"lowest mean final {_regret_name(exp)}", "max-reward": "highest mean final reward"}
+    lines = ["", "## Tuning", "",
+             f"Each tuned series ran every point of its grid on {first.n_seeds} tuning seed(s) (seeds "
+             f"{first.seed_offset}..{first.seed_offset + first.n_seeds - 1}, none of them a reported seed), at the "
+             f"same horizon; the point with the {what[results[0].tuning.objective]} (the first in grid order on a "
+             "tie) is the configuration reported above. The interval is Student's t over the tuning seeds.", "",
+             "| series | case | chosen |", "|---|---|---|"]
+    lines += [f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {_hyper_text(r.tuning.points[r.chosen])} |"
+              for r in results]
+    lines += ["", "| series | case | point | mean | ± 95% CI |", "|---|---|---|---:|---:|"]
+    for r in results:
+        for i, point in enumerate(r.tuning.points):
+            mark = "**" if i == r.chosen else ""
+            lines.append(f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {mark}{_hyper_text(point)}{mark} | "
+                         f"{r.means[i]:.1f} | {r.ci95[i]:.1f} |")
+    return lines
+
+
+def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
+                 tuning: list[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
+    """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)`` and, for a tuned
+    experiment, ``tuning_results(exp, store)``; return the markdown path and the claim results."""
     claims = check_claims(exp, rows)
     png = out_dir / f"{exp.name}.png"
     plot_regret(exp, rows, png)
@@ -339,6 +367,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str) 
             values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values)
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
                          f"{claim_verdict(c)} |")
+    lines += _tuning_lines(exp, list(tuning))
     lines += ["", "## Policy configurations", ""]
     seen = set()
     for r in rows:

@@ -1,0 +1,96 @@
+"""Hyperparameter tuning of an experiment's series before its reported runs (the ``[tune]`` table of
+:mod:`nlbandit.experiments.spec`; Bae & Lee 2025's protocol, spec 001 §4.1: "for each (algorithm,
+environment) choose the (ν, λ) pair minimizing the mean final cumulative regret over a separate set of
+tuning seeds, then report fresh seeds").
+
+For every tuned series and environment case, each point of its grid is simulated on the tuning seeds
+(``offset .. offset + seeds − 1``, disjoint from the reported seeds 0..S−1 by construction); the points that
+differ only in traced hyperparameters run side by side in one compiled batch, on common random numbers.
+The point with the best mean final value of the objective (the first in grid order on a tie) becomes the
+series' run on that case, computed on the reported seeds like any other run. Tuning runs are stored runs
+(their identity carries their ``seed_offset``), so a second call reuses them and the report reads them back
+for its tuning table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from nlbandit.core.simulate import simulate
+from nlbandit.core.types import ProblemSpec
+from nlbandit.envs.registry import make_env
+from nlbandit.experiments.claims import t_quantile_975
+from nlbandit.experiments.runner import batches
+from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
+from nlbandit.loops import LOOPS
+from nlbandit.loops.base import batch_id, stored_row, traced_params
+from nlbandit.policies.registry import build_policy
+from nlbandit.store import Store
+
+METRIC = {"min-regret": "regret", "max-reward": "reward"}
+"""The stored curve each objective reads."""
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    """A finished tuning: the objective's mean final value and the half-width of its 95% Student-t interval
+    per grid point (over the tuning seeds), and the index of the chosen point."""
+
+    tuning: Tuning
+    means: tuple[float, ...]
+    ci95: tuple[float, ...]
+    chosen: int
+
+
+def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *, progress: bool, chunk_size: int,
+              log: Callable[[str], None]) -> None:
+    """Simulate a batch of tuning runs on their seeds and store them. As
+    :meth:`nlbandit.loops.bandit.BanditLoop.run_batch` without its checkpoints (a tuning batch is short), on
+    the runs' own seeds rather than 0..S−1."""
+    first = batch[0]
+    env = make_env(**first.env)
+    policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
+    params, grid = traced_params(LOOPS[exp.loop], batch)
+    log(f"{tag} tuning {first.label} ({first.case_label or 'one case'}): {len(batch)} point(s) x {first.n_seeds} "
+        f"seeds x {first.horizon} rounds")
+    res = simulate(env, policy, params, first.horizon, first.seeds, grid=grid, chunk_size=chunk_size,
+                   max_points=first.record_points, progress=tag if progress else False)
+    pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
+    store.save_runs(batch_id(batch), [
+        stored_row(exp, r, res.rounds, {"regret": pick(res.cum_regret, i), "reward": pick(res.cum_reward, i)},
+                   pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s, chunk_size=res.chunk_size,
+                   chunk_seconds=res.chunk_seconds, batch_size=len(batch))
+        for i, r in enumerate(batch)])
+
+
+def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
+    """Every tuning of ``exp`` read back from ``store`` (``KeyError`` when a tuning run is missing)."""
+    out = []
+    for tuning in exp.tuning:
+        finals = [store.load(c.run_id).curves[METRIC[tuning.objective]][:, -1] for c in tuning.candidates]
+        means = [float(np.mean(f)) for f in finals]
+        ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size) if f.size > 1 else 0.0
+              for f in finals]
+        best = int(np.argmin(means) if tuning.objective == "min-regret" else np.argmax(means))
+        out.append(TuningResult(tuning, tuple(means), tuple(ci), best))
+    return out
+
+
+def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chunk_size: int = 1000,
+                    log: Callable[[str], None] = print) -> Experiment:
+    """Run the tuning runs of ``exp`` that ``store`` lacks and return ``exp`` with each tuned series' chosen
+    run in place of its stand-in (``exp`` itself when nothing is tuned)."""
+    if not exp.tuning:
+        return exp
+    candidates = [c for t in exp.tuning for c in t.candidates]
+    done = store.finished([c.run_id for c in candidates])
+    todo = batches([c for c in candidates if c.run_id not in done])
+    if done:
+        log(f"{len(done)} tuning run(s) already in {store.path}, skipped")
+    for i, batch in enumerate(todo, 1):
+        _simulate(exp, store, batch, f"[tune {i}/{len(todo)}]", progress=progress, chunk_size=chunk_size, log=log)
+    chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in tuning_results(exp, store)}
+    return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=True)

@@ -1,0 +1,140 @@
+"""The ``[tune]`` protocol: grid points on tuning seeds disjoint from the reported ones, the best point chosen
+per (series, case), its run reported, the tuning runs reused and tabulated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.core.hyper import ConfigError
+from nlbandit.experiments import tuning as tuning_module
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.tuning import tune_experiment, tuning_results
+from nlbandit.report.build import load_rows, write_report
+from nlbandit.store import Store
+
+TOY = """
+title = "toy"
+horizon = 200
+seeds = 3
+[tune]
+seeds = 2
+{tune_extra}
+[[env]]
+case = "a"
+name = "linear"
+d = 3
+k = 5
+[[env]]
+case = "b"
+name = "linear"
+d = 4
+k = 5
+[[policies]]
+label = "LinUCB"
+name = "lin-ucb"
+width = "constant"
+tune = {{ alpha = [1000.0, 0.5] }}
+[[policies]]
+label = "fixed"
+name = "lin-ucb"
+width = "constant"
+alpha = 2.0
+"""
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "toy.toml"
+    path.write_text(text)
+    return path
+
+
+def test_picks_the_best_point_on_tuning_seeds_only_and_reports_it(tmp_path, monkeypatch):
+    exp = load_experiment(_write(tmp_path, TOY.format(tune_extra="")))
+    seen = []
+    simulate = tuning_module.simulate
+
+    def spy(env, policy, params, horizon, seeds, **kw):
+        seen.append(list(seeds))
+        return simulate(env, policy, params, horizon, seeds, **kw)
+
+    monkeypatch.setattr(tuning_module, "simulate", spy)
+    with Store(tmp_path / "db.duckdb") as store:
+        tuned = tune_experiment(exp, store, progress=False, log=lambda m: None)
+        assert seen and all(s == [10**9, 10**9 + 1] for s in seen)  # never a reported seed 0..2
+        results = tuning_results(tuned, store)
+        assert [(r.tuning.label, r.tuning.case_label) for r in results] == [("LinUCB", "case=a"), ("LinUCB", "case=b")]
+        for r in results:
+            # α = 1000 explores almost uniformly: the known worse point on both cases.
+            assert r.chosen == 1 and r.means[0] > r.means[1]
+            # The means are those of the same configuration simulated directly on the tuning seeds.
+            cand = r.tuning.candidates[0]
+            env = nb.make_env(**cand.env)
+            pol, params = nb.make_policy("lin-ucb", nb.ProblemSpec(env.spec.d, env.spec.k, 200), width="constant",
+                                         alpha=1000.0)
+            direct = nb.simulate(env, pol, params, 200, [10**9, 10**9 + 1], progress=False)
+            assert r.means[0] == pytest.approx(float(np.mean(direct.cum_regret[:, -1])), rel=1e-6)
+        runs = {(r.label, r.case_label): r for r in tuned.runs}
+        assert runs[("LinUCB", "case=a")].policy["alpha"] == 0.5 and runs[("LinUCB", "case=a")].n_seeds == 3
+        assert runs[("LinUCB", "case=a")].seeds == range(3) and runs[("fixed", "case=b")].policy["alpha"] == 2.0
+        run_experiment(tuned, store, progress=False, log=lambda m: None)
+        md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", results)
+        text = md.read_text()
+        assert "## Tuning" in text and "| LinUCB | case=a | **alpha=0.5** |" in text
+        seen.clear()  # a second call reuses the stored tuning runs
+        assert tune_experiment(exp, store, progress=False, log=lambda m: None).runs == tuned.runs and not seen
+
+
+def test_max_reward_objective_picks_the_highest_reward(tmp_path):
+    exp = load_experiment(_write(tmp_path, TOY.format(tune_extra='objective = "max-reward"')))
+    with Store(tmp_path / "db.duckdb") as store:
+        results = tuning_results(tune_experiment(exp, store, progress=False, log=lambda m: None), store)
+    for r in results:
+        assert r.chosen == int(np.argmax(r.means)) and r.means[1] > r.means[0]
+
+
+def test_untuned_experiment_is_refused_by_the_runner_and_the_report(tmp_path):
+    exp = load_experiment(_write(tmp_path, TOY.format(tune_extra="")))
+    with Store(tmp_path / "db.duckdb") as store:
+        with pytest.raises(ValueError, match="tune the experiment first"):
+            run_experiment(exp, store, progress=False, log=lambda m: None)
+        with pytest.raises(ValueError, match="tune the experiment first"):
+            load_rows(exp, store)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("seeds = 2", "seeds = 2\noffset = 10").replace("seeds = 3", "seeds = 3\n[scales.full]\nseeds = 20"),
+     "'tune.offset' = 10 must be at least 20"),
+    (lambda t: t.replace("[tune]\nseeds = 2\n", ""), "field 'tune' needs a \\[tune\\] table"),
+    (lambda t: t.replace("alpha = 2.0", "alpha = [1.0, 2.0]\ntune = { alpha = [1.0] }"),
+     "'alpha' is both a series grid and tuned"),
+    (lambda t: t.replace("[1000.0, 0.5]", "0.5"), "field 'alpha' must be a non-empty list"),
+    (lambda t: t.replace("tune = { alpha = [1000.0, 0.5] }", "tune = { nope = [1.0] }"), "nope"),
+    (lambda t: t.replace("seeds = 2", "seeds = 0"), "seeds"),
+    (lambda t: t.replace("seeds = 2", 'seeds = 2\nobjective = "fast"'), "objective"),
+    (lambda t: t.replace("[tune]\nseeds = 2\n", "[scales.quick]\ntune_seeds = 1\n").replace(
+        "tune = { alpha = [1000.0, 0.5] }", ""), "tune_seeds' needs a \\[tune\\] table"),
+])
+def test_bad_tuning_tables_are_refused(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(_write(tmp_path, edit(TOY.format(tune_extra=""))))
+
+
+def test_tuning_is_refused_outside_the_bandit_loop(tmp_path):
+    text = """
+horizon = 50
+seeds = 2
+loop = "regression"
+[tune]
+seeds = 1
+[env]
+name = "adversarial"
+d = 3
+[[policies]]
+label = "ftrl"
+name = "ftrl"
+"""
+    with pytest.raises(ConfigError, match="loop = 'bandit' only"):
+        load_experiment(_write(tmp_path, text))
