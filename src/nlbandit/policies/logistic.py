@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammainc
 
-from nlbandit.core.hyper import Hyper
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Policy, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity
@@ -33,11 +33,11 @@ from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import cholesky_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
+from nlbandit.policies.logistic_gd import EXPERIMENT_HYPERS, EXPERIMENT_ONLY, logistic_gd
 
 _LOGISTIC = LINKS["logistic"]
 L_MU = 0.25
 """L_μ = sup μ̇ of the logistic link (Faury et al. 2020's L)."""
-
 
 
 def log_loss(v: jax.Array, r: jax.Array) -> jax.Array:
@@ -459,13 +459,48 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
     return Policy("ada-ofu-ecolog", init, act, update, requires=Requirements(reward_range=(0.0, 1.0)))
 
 
+def _modes(make, name: str, weighted: bool):
+    """``make`` (the authors' algorithm) behind the ``mode`` switch, with Bae & Lee's experiment mode
+    (:func:`~nlbandit.policies.logistic_gd.logistic_gd`) beside it."""
+
+    def dispatch(spec, mode="original", matrix="full", score_scale="prob", steps=100, train_every=50, **options):
+        if mode == "experiment":
+            return logistic_gd(spec, weighted, name, kappa_of, matrix, score_scale, steps, train_every)
+        return make(spec, **options)
+
+    return dispatch
+
+
+def _finalize(hypers: tuple[Hyper, ...]):
+    """Refuse a field set away from its default in the mode that does not read it."""
+    defaults = {h.name: h.default for h in hypers}
+    shared = {"mode", "lam", "s", "kappa"}
+
+    def finalize(values):
+        mode = values["mode"]
+        unused = [k for k in defaults if k not in shared and (k in EXPERIMENT_ONLY) != (mode == "experiment")]
+        for name in unused:
+            if values[name] != defaults[name]:
+                raise ConfigError(f"field '{name}' does not apply to mode = '{mode}'; fields of that mode: "
+                                  + ", ".join(sorted(k for k in defaults if k not in unused)))
+        return values
+
+    return finalize
+
+
+def _entry(name: str, make, weighted: bool, hypers: tuple[Hyper, ...], doc: str) -> PolicyEntry:
+    hypers = hypers + EXPERIMENT_HYPERS
+    return PolicyEntry(name, _modes(make, name, weighted), hypers, doc, finalize=_finalize(hypers))
+
+
 _S = Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True)
 _DELTA = Hyper("delta", 0.05, "failure probability δ", low=0.0, high=1.0, low_open=True, high_open=True)
 
 ENTRIES = (
-    PolicyEntry(
+    _entry(
         "logistic-ucb-1",
         logistic_ucb_1,
+        False,
         (
             Hyper("width", "theory", "radius: theory ρ_t, the reference code's refined radius, or the constant "
                   "alpha", kind=str, static=True, choices=("theory", "reference", "constant")),
@@ -479,16 +514,17 @@ ENTRIES = (
                   "reward sums (a fixed arm set; cost per round independent of t)", kind=str, static=True,
                   choices=("history", "arms")),
             _S, _DELTA,
-            Hyper("kappa", 0.0, "κ (≤ 0: 1/μ̇(S), assuming ‖x‖ ≤ 1)"),
+            Hyper("kappa", 0.0, "κ (≤ 0: 1/μ̇(S), assuming ‖x‖ ≤ 1; Bae & Lee's experiments plug in 10)"),
             Hyper("lam_scale", 1.0, "factor of the log λ_t schedule", low=0.0, low_open=True),
             Hyper("lam", 1.0, "λ of the constant schedule", low=0.0, low_open=True),
             Hyper("alpha", 1.0, "constant radius (width = 'constant')", low=0.0),
         ),
-        "Logistic-UCB-1 (Faury et al. 2020), full-history MLE, no projection",
+        "Logistic-UCB-1 (Faury et al. 2020), full-history MLE, no projection (or Bae & Lee's experiment mode)",
     ),
-    PolicyEntry(
+    _entry(
         "ada-ofu-ecolog",
         ada_ofu_ecolog,
+        True,
         (
             Hyper("width", "ada", "radius: data-adaptive η_t, the nick-jhlee fork's, or the constant alpha",
                   kind=str, static=True, choices=("ada", "lee", "constant")),
@@ -502,6 +538,6 @@ ENTRIES = (
             _S, _DELTA,
             Hyper("alpha", 1.0, "constant radius √η (width = 'constant')", low=0.0),
         ),
-        "ada-OFU-ECOLog (Faury et al. 2022), online estimator, per-round cost independent of t",
+        "ada-OFU-ECOLog (Faury et al. 2022), online estimator, per-round cost independent of t (or experiment mode)",
     ),
 )
