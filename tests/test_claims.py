@@ -188,3 +188,32 @@ def test_traced_values_are_shown_even_when_a_label_holds_an_equals_sign():
     shown = [traced_text(t, v) for t, v in trace]
     assert shown[0] == "regret('ES (σ = 0.5)') = 2.00"
     assert shown[1].startswith("paired('ES (σ = 0.5)', 'TS') = 0.00 [") and shown[1].count(" = ") == 2
+
+
+def test_at_least_counts_three_valued_truths():
+    rng = np.random.default_rng(1)
+    base = rng.normal(100, 30, 10)
+    final = {"A": base, "B": base + 5 + rng.normal(0, 0.5, 10), "C": base + rng.normal(0, 5, 10), "Z": base * 0}
+    # A < B is resolved true, A < C is undetermined, A < Z (= 0 everywhere) is false.
+    checks = "paired('A', 'B') < 0, paired('A', 'C') < 0, regret('A') < regret('Z')"
+    assert evaluate(f"at_least(1, {checks})", final)[0] is True
+    assert evaluate(f"at_least(2, {checks})", final)[0] is None
+    assert evaluate(f"at_least(3, {checks})", final)[0] is False
+    holds, trace = evaluate(f"at_least(2, {checks})", final)
+    assert traced_text(*trace[-1]) == "at_least(2, …): 1 of 3 hold, 1 undetermined"
+    for bad in (f"at_least(0, {checks})", f"at_least(4, {checks})", f"at_least(1.5, {checks})",
+                "at_least(1, regret('A'))"):
+        with pytest.raises(ConfigError):
+            evaluate(bad, final)
+
+
+def test_lower_and_upper_read_a_paired_interval():
+    rng = np.random.default_rng(2)
+    base = rng.normal(100, 30, 10)
+    final = {"A": base, "B": base + rng.normal(0, 5, 10)}
+    diff = final["A"] - final["B"]
+    half = stats.t.ppf(0.975, 9) * diff.std(ddof=1) / np.sqrt(10)
+    assert evaluate(f"abs(lower(paired('A', 'B')) - {float(diff.mean() - half)!r}) < 1e-9", final)[0] is True
+    assert evaluate(f"abs(upper(paired('A', 'B')) - {float(diff.mean() + half)!r}) < 1e-9", final)[0] is True
+    with pytest.raises(ConfigError):
+        evaluate("lower(regret('A')) < 0", final)
