@@ -11,8 +11,9 @@ An experiment file::
     record_points = 1000             # optional: curve resolution kept in the store
     plots = ["anytime-constant"]     # optional: extra report panels (EXTRA_PLOTS)
 
-    [scales.quick]                   # optional overrides per --scale (keys: horizon, seeds)
+    [scales.quick]                   # optional overrides per --scale (keys: horizon, seeds, tune_seeds, cases)
     seeds = 10
+    cases = ["low"]                  # only these [[env]] cases at this scale (default: all)
 
     [env]                            # registry name + hyperparameters; a list value is a grid
     name = "linear"
@@ -507,7 +508,12 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     for s, overrides in _table(raw.get("scales", {}), f"{where}: field 'scales'").items():
         if s not in SCALES:
             raise ConfigError(f"{where}: field 'scales.{s}' is not a scale; allowed: {', '.join(SCALES)}")
-        scales[s] = resolve(_SCALE_KEYS, _table(overrides, f"{where}: field 'scales.{s}'"), f"{where}: scales.{s}")
+        overrides = dict(_table(overrides, f"{where}: field 'scales.{s}'"))
+        cases = overrides.pop("cases", None)
+        if cases is not None and (not isinstance(cases, list) or not cases or not all(isinstance(c, str) for c in cases)):
+            raise ConfigError(f"{where}: field 'scales.{s}.cases' must be a non-empty list of [[env]] case names, "
+                              f"got {cases!r}")
+        scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": cases}
     chosen = scales.get(scale, {})
     horizon = chosen.get("horizon") or top["horizon"]
     n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
@@ -532,6 +538,13 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
             env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
     if len({case for _, case in env_cases}) < len(env_cases):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
+    names = {dict(case).get("case") for _, case in env_cases}
+    for s, sc in scales.items():
+        unknown = [c for c in sc["cases"] or () if c not in names]
+        if unknown:
+            raise ConfigError(f"{where}: field 'scales.{s}.cases' names {unknown[0]!r}, not an [[env]] case; cases: "
+                              + ", ".join(sorted(n for n in names if n is not None)))
+    scale_cases = chosen.get("cases")  # the cases run at this scale (all when None)
 
     tune = _tune(raw, scales, scale, top, seeds, where)
     tunings: list[Tuning] = []
@@ -547,7 +560,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         _registry_name(p, pwhere)
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
-        series_cases = _series_cases(p.pop("only", None), env_cases, pwhere)
+        series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, pwhere)
+                        if scale_cases is None or dict(case).get("case") in scale_cases]
         here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         grid = tune and tune["grid"]
         if "tune" in p:
@@ -624,7 +638,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         runs=runs,
         claims=claims,
         labels=labels,
-        env_cases=[case for _, case in env_cases],
+        env_cases=[case for _, case in env_cases if scale_cases is None or dict(case).get("case") in scale_cases],
         plots=_plots(raw.get("plots"), where),
         loop=top["loop"],
         curves=top["curves"],
