@@ -119,3 +119,48 @@ def test_realized_effective_dimension_grows_with_the_pool():
     dims = [realized_effective_dimension(nb.make_env("latent", d=20, k=5, pool=n, pool_draw=draw), 3, 2000, arch, 1.0)
             for n, draw in ((10, "round"), (50, "round"), (2500, "round"), (10000, "run"))]
     assert all(a < b for a, b in zip(dims, dims[1:])), dims
+
+
+DIAGNOSED = """
+horizon = 40
+seeds = 2
+diagnostics = ["effective-dimension"]
+[[env]]
+case = "small"
+name = "latent"
+d = {d}
+k = 3
+pool = 10
+[[env]]
+case = "large"
+name = "latent"
+d = {d}
+k = 3
+pool = 500
+[[policies]]
+label = "greedy"
+name = "neurallog-ucb-1"
+nu = 0.0
+"""
+
+
+def test_report_diagnostic_is_the_realised_effective_dimension_of_each_case_and_seed(tmp_path):
+    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.models.mlp import MLP
+    from nlbandit.models.ntk import realized_effective_dimension
+    from nlbandit.policies.neurallog import lambda0
+    from nlbandit.report.build import effective_dimensions
+
+    path = tmp_path / "e.toml"
+    path.write_text(DIAGNOSED.format(d=4))
+    exp = load_experiment(path)
+    table = effective_dimensions(exp)
+    assert [label for label, _ in table] == ["case=small", "case=large"]
+    lam0 = float(lambda0(2, 1.0, 0.05, 1.0))
+    for (_, values), pool in zip(table, (10, 500)):
+        env = nb.make_env("latent", d=4, k=3, pool=pool)
+        direct = [realized_effective_dimension(env, s, 40, MLP(4, 20, 2), lam0) for s in (0, 1)]
+        np.testing.assert_allclose(values, direct, rtol=1e-12)
+    path.write_text(DIAGNOSED.format(d=5))
+    with pytest.raises(ConfigError, match="even d"):
+        load_experiment(path)

@@ -116,7 +116,11 @@ _TOP = (
     Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
 )
-_TABLES = ("scales", "env", "policies", "claims", "plots", "tune")
+_TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
+DIAGNOSTICS = ("effective-dimension",)
+"""Report sections computed from the environments rather than the runs: ``effective-dimension`` tabulates,
+per environment case, the realised d̃ = log det((R/λ₀)H̃ + I) over the T·K contexts each reported seed
+presents (Bae & Lee 2025, spec 001 §4.4; :func:`nlbandit.models.ntk.realized_effective_dimension`)."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 """What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
 ``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
@@ -278,6 +282,7 @@ class Experiment:
     curves: bool = True
     checkpoints: tuple[int, ...] = ()
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
+    diagnostics: tuple[str, ...] = ()
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: bool = False  # whether ``runs`` holds the chosen runs (:func:`nlbandit.experiments.tuning.tune_experiment`)
 
@@ -289,6 +294,19 @@ def _plots(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or any(v not in EXTRA_PLOTS for v in value) or len(set(value)) < len(value):
         raise ConfigError(f"{where}: field 'plots' must be a list of distinct names from "
                           f"{', '.join(repr(p) for p in EXTRA_PLOTS)}, got {value!r}")
+    return tuple(value)
+
+
+def _diagnostics(value: Any, loop: str, envs: list[dict[str, Any]], where: str) -> tuple[str, ...]:
+    """The validated ``diagnostics`` field (a list of names from :data:`DIAGNOSTICS`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(v not in DIAGNOSTICS for v in value) or len(set(value)) < len(value):
+        raise ConfigError(f"{where}: field 'diagnostics' must be a list of distinct names from "
+                          f"{', '.join(repr(p) for p in DIAGNOSTICS)}, got {value!r}")
+    if "effective-dimension" in value and (loop != "bandit" or any(env["d"] % 2 for env in envs)):
+        raise ConfigError(f"{where}: diagnostic 'effective-dimension' needs loop = 'bandit' and an even d in every "
+                          "case (its features are gradients at the block-symmetric θ₀)")
     return tuple(value)
 
 
@@ -640,6 +658,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         labels=labels,
         env_cases=[case for _, case in env_cases if scale_cases is None or dict(case).get("case") in scale_cases],
         plots=_plots(raw.get("plots"), where),
+        diagnostics=_diagnostics(raw.get("diagnostics"), top["loop"], [cfg for cfg, _ in env_cases], where),
         loop=top["loop"],
         curves=top["curves"],
         checkpoints=_checkpoints(top["checkpoints"], horizon, where),

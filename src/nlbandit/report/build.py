@@ -18,11 +18,15 @@ from typing import Any
 import numpy as np
 
 from nlbandit import __version__
+from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import (ClaimResult, Timing, evaluate_claim, grid_values, run_selector,
                                          traced_text, value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
+from nlbandit.models.mlp import MLP
+from nlbandit.models.ntk import realized_effective_dimension
+from nlbandit.policies.neurallog import lambda0
 from nlbandit.provenance import package_hash
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
@@ -290,6 +294,40 @@ def _sim_minutes(rows: list[Row]) -> float:
     return sum((r.stored.compile_s + r.stored.run_s) / r.stored.batch_size for r in rows) / 60
 
 
+EFFECTIVE_DIMENSION_NETWORK = MLP(20, 20, 2)
+"""The network of the realised d̃ diagnostic: Bae & Lee's experiments' L = 2, m = 20 (input d set per case)."""
+
+
+def effective_dimensions(exp: Experiment) -> list[tuple[str, np.ndarray]]:
+    """(case label, realised d̃ per reported seed) for every environment case of ``exp``: spec 001 §4.4's
+    log det((R/λ₀)H̃ + I) over the T·K presented contexts, gradients at the symmetric θ₀ of the L = 2, m = 20
+    network, λ₀ of δ = 0.05, S = 1, C1 = 1 (:func:`~nlbandit.models.ntk.realized_effective_dimension`)."""
+    lam0 = float(lambda0(EFFECTIVE_DIMENSION_NETWORK.depth, 1.0, 0.05, 1.0))
+    out = []
+    for case in exp.env_cases:
+        run = next(r for r in exp.runs if r.case == case)
+        env = make_env(**run.env)
+        arch = EFFECTIVE_DIMENSION_NETWORK._replace(d=env.spec.d)
+        out.append((run.case_label, np.array([realized_effective_dimension(env, s, exp.horizon, arch, lam0)
+                                              for s in run.seeds])))
+    return out
+
+
+def _diagnostic_lines(exp: Experiment) -> list[str]:
+    """The sections of the experiment's ``diagnostics``."""
+    if "effective-dimension" not in exp.diagnostics:
+        return []
+    lines = ["", "## Realised effective dimension", "",
+             f"d̃ = log det((R/λ₀)H̃ + I), H̃ = Σ g(x; θ₀)g(x; θ₀)ᵀ/m over the T·K context vectors (T = {exp.horizon}) "
+             "each reported seed presents (repeats included), with the gradients of the L = 2, m = 20 network at its "
+             "block-symmetric θ₀, R = 1/4 and λ₀ = 8√2·C1·√L·log(4/δ)/S with δ = 0.05, S = C1 = 1 (spec 001 §4.4). It "
+             "depends on the environment and the seed only, not on the policy.", "",
+             "| case | mean d̃ | min | max |", "|---|---:|---:|---:|"]
+    for label, values in effective_dimensions(exp):
+        lines.append(f"| {label or '—'} | {values.mean():.1f} | {values.min():.1f} | {values.max():.1f} |")
+    return lines
+
+
 def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
     """The report's tuning section: the chosen point of each tuned series and case, then every point."""
     if not results:
@@ -356,6 +394,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
             f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
         )
     lines += _phase_lines(exp, rows, out_dir / f"{exp.name}_phases.png")
+    lines += _diagnostic_lines(exp)
     if claims:
         lines += ["", "## Claims", "",
                   "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "
