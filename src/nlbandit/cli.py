@@ -240,7 +240,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command, tuning_results(exp, store))
     if args.command == "run":
-        print(results_table(rows))
+        print(results_table(rows, exp.ci))
     print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
         print(f"{claim_verdict(c):<12} {c.name}: {c.check}  ["

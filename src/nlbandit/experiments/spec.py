@@ -113,6 +113,8 @@ _TOP = (
     Hyper("curves", True, "plot the regret curves (one panel per environment case)", kind=bool),
     Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
           optional=True),
+    Hyper("ci", None, "level of the report's intervals of the mean, Student t with S − 1 degrees of freedom "
+          "(omitted: 95% normal intervals)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
     Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
 )
@@ -283,6 +285,7 @@ class Experiment:
     checkpoints: tuple[int, ...] = ()
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
     diagnostics: tuple[str, ...] = ()
+    ci: float | None = None  # the report's interval level (Student t); None: 95% normal intervals
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: bool = False  # whether ``runs`` holds the chosen runs (:func:`nlbandit.experiments.tuning.tune_experiment`)
 
@@ -664,6 +667,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         checkpoints=_checkpoints(top["checkpoints"], horizon, where),
         full_seeds=scales.get("full", {}).get("seeds") or top["seeds"],
         tuning=tunings,
+        ci=top["ci"],
     )
     if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
         raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")

@@ -59,6 +59,7 @@ def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *
     res = simulate(env, policy, params, first.horizon, first.seeds, grid=grid, chunk_size=chunk_size,
                    max_points=first.record_points, progress=tag if progress else False)
     pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
+    log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s")
     store.save_runs(batch_id(batch), [
         stored_row(exp, r, res.rounds, {"regret": pick(res.cum_regret, i), "reward": pick(res.cum_reward, i)},
                    pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s, chunk_size=res.chunk_size,

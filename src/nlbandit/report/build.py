@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from nlbandit import __version__
 from nlbandit.envs.registry import make_env
@@ -34,6 +35,22 @@ from nlbandit.theory import anytime_constant, optimal_base
 Z95 = 1.959963984540054
 
 
+def half_width(values: np.ndarray, level: float | None, axis: int = 0) -> np.ndarray:
+    """Half-width of the confidence interval of the mean of ``values`` over ``axis``: Student t with n − 1
+    degrees of freedom at ``level``, or the 95% normal interval when ``level`` is None (reports before the
+    ``ci`` field); 0 for a single value."""
+    n = values.shape[axis]
+    if n < 2:
+        return np.zeros_like(np.mean(values, axis=axis))
+    q = Z95 if level is None else float(stats.t.ppf(0.5 + level / 2, n - 1))
+    return q * np.std(values, axis=axis, ddof=1) / np.sqrt(n)
+
+
+def ci_name(level: float | None) -> str:
+    """``95% CI`` (normal) or e.g. ``96% CI (t)``."""
+    return "95% CI" if level is None else f"{100 * level:g}% CI (t)"
+
+
 @dataclass
 class Row:
     """Summary of one run for tables: final regret statistics and timing."""
@@ -46,10 +63,9 @@ class Row:
         """Final cumulative regret per seed."""
         return self.stored.cum_regret[:, -1]
 
-    def ci95(self) -> float:
-        """Half-width of the 95% normal confidence interval of the mean final regret."""
-        n = self.final.size
-        return Z95 * float(np.std(self.final, ddof=1)) / np.sqrt(n) if n > 1 else 0.0
+    def ci(self, level: float | None = None) -> float:
+        """Half-width of the confidence interval of the mean final regret (:func:`half_width`)."""
+        return float(half_width(self.final, level))
 
     def us_per_seed_round(self) -> float:
         """Run time of the batch per seed-round, in microseconds."""
@@ -98,13 +114,13 @@ def claim_verdict(c: ClaimResult) -> str:
     return "fails, as documented (expected)" if not c.holds else "UNEXPECTEDLY HOLDS"
 
 
-def results_table(rows: list[Row]) -> str:
+def results_table(rows: list[Row], level: float | None = None) -> str:
     """Plain-text table of final regrets for the terminal."""
     width = max(len(r.run.label + r.run.case_label) for r in rows) + 4
-    lines = [f"{'policy':<{width}} {'final regret':>14} {'± 95% CI':>10} {'std':>9} {'µs/seed-round':>14}"]
+    lines = [f"{'policy':<{width}} {'final regret':>14} {'± ' + ci_name(level):>14} {'std':>9} {'µs/seed-round':>14}"]
     for r in rows:
         name = r.run.label + (f" ({r.run.case_label})" if r.run.case else "")
-        lines.append(f"{name:<{width}} {np.mean(r.final):>14.1f} {r.ci95():>10.1f} "
+        lines.append(f"{name:<{width}} {np.mean(r.final):>14.1f} {r.ci(level):>14.1f} "
                      f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:>9.1f} {r.us_per_seed_round():>14.2f}")
     return "\n".join(lines)
 
@@ -142,13 +158,18 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     extra = [(name, group) for name in exp.plots
              for group in (_d_groups(exp) if name == "regret-vs-d" else [None])]
     panels = len(cases) + len(extra)
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.4), squeeze=False)
+    columns = panels if panels <= 4 else 3  # one row, or rows of three panels
+    rows_n = -(-panels // columns)
+    fig, grid = plt.subplots(rows_n, columns, figsize=(6.4 * columns, 4.4 * rows_n), squeeze=False)
+    for ax in grid.flat[panels:]:
+        ax.set_visible(False)
+    axes = [list(grid.flat)]
     colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
         for row in (r for r in rows if r.run.case == case):
             cum = row.stored.cum_regret
             mean = cum.mean(axis=0)
-            half = Z95 * cum.std(axis=0, ddof=1) / np.sqrt(cum.shape[0]) if cum.shape[0] > 1 else np.zeros_like(mean)
+            half = half_width(cum, exp.ci)
             ax.plot(row.stored.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
             ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
         ax.set_xlabel("round t")
@@ -162,7 +183,7 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
             plot_anytime_constant(ax, exp)
         else:
             plot_regret_vs_d(ax, exp, rows, *group)
-    bands = "; bands: 95% CI of the mean" if cases else ""
+    bands = f"; bands: {ci_name(exp.ci)} of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout()
     _save_png(fig, path)
@@ -382,14 +403,14 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
     for note in loop.report_notes():
         lines += [note, ""]
     extra_head = "".join(f" {c} |" for c in loop.report_columns())
-    lines += [f"| policy | case |{extra_head} mean | ± 95% CI | std | median | compile s | run s | µs / seed-round |",
+    lines += [f"| policy | case |{extra_head} mean | ± {ci_name(exp.ci)} | std | median | compile s | run s | µs / seed-round |",
               "|---|---|" + "---|" * len(loop.report_columns()) + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r.stored
         batch = f" (batch of {s.batch_size})" if s.batch_size > 1 else ""
         extra_cells = "".join(f" {c} |" for c in loop.report_cells(r.run, s.curves))
         lines.append(
-            f"| {r.run.label} | {r.run.case_label or '—'} |{extra_cells} {np.mean(r.final):.1f} | {r.ci95():.1f} | "
+            f"| {r.run.label} | {r.run.case_label or '—'} |{extra_cells} {np.mean(r.final):.1f} | {r.ci(exp.ci):.1f} | "
             f"{np.std(r.final, ddof=1) if r.final.size > 1 else 0.0:.1f} | {np.median(r.final):.1f} | "
             f"{s.compile_s:.2f}{batch} | {s.run_s:.2f} | {r.us_per_seed_round():.2f} |"
         )

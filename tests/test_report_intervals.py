@@ -1,0 +1,44 @@
+"""The report's intervals of the mean: 95% normal by default, Student t at a file's ``ci`` level."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from nlbandit.core.hyper import ConfigError
+from nlbandit.experiments.spec import load_experiment
+from nlbandit.report.build import ci_name, half_width
+
+FILE = """
+horizon = 10
+seeds = 2
+{ci}
+[env]
+name = "linear"
+d = 2
+k = 3
+[[policies]]
+label = "u"
+name = "uniform"
+"""
+
+
+def test_half_width_is_student_t_at_the_level_or_the_normal_95():
+    values = np.random.default_rng(0).normal(5, 2, (10, 3))
+    sd = values.std(axis=0, ddof=1) / np.sqrt(10)
+    np.testing.assert_allclose(half_width(values, 0.96), 2.398 * sd, rtol=1e-3)  # t_{0.98, 9} of spec 001 §3.5
+    np.testing.assert_allclose(half_width(values, None), stats.norm.ppf(0.975) * sd, rtol=1e-12)
+    assert np.all(half_width(values[:1], 0.96) == 0)
+    assert ci_name(None) == "95% CI" and ci_name(0.96) == "96% CI (t)"
+
+
+def test_the_ci_field_is_a_level_in_the_open_unit_interval(tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text(FILE.format(ci="ci = 0.96"))
+    assert load_experiment(path).ci == 0.96
+    path.write_text(FILE.format(ci=""))
+    assert load_experiment(path).ci is None
+    path.write_text(FILE.format(ci="ci = 96"))
+    with pytest.raises(ConfigError, match="ci"):
+        load_experiment(path)
