@@ -164,3 +164,32 @@ def test_report_diagnostic_is_the_realised_effective_dimension_of_each_case_and_
     path.write_text(DIAGNOSED.format(d=5))
     with pytest.raises(ConfigError, match="even d"):
         load_experiment(path)
+
+
+@pytest.mark.parametrize("latent", ["h1", "h3", "h6"])
+def test_regret_accounting_zero_for_the_oracle_and_in_unit_steps_otherwise(latent):
+    # Spec 001 §7.1 item 8: per-round pseudo-regret in [0, 1], zero for the oracle, cumulative sum monotone.
+    from nlbandit.core.keys import seed_keys
+    from nlbandit.core.types import Policy
+    from nlbandit.models.ntk import presented_contexts
+    from nlbandit.policies.exploration import act_info
+
+    env = nb.make_env("latent", d=6, k=4, latent=latent, pool=50)
+    seed, horizon = 7, 60
+    instance = env.reset(seed_keys(jnp.uint32(seed)).env_reset)
+
+    def act(params, state, key, contexts, mask, t):  # knows this seed's instance
+        means = env.mean(instance, contexts)
+        return jnp.argmax(jnp.where(mask, means, -jnp.inf)), act_info(jnp.max(means))
+
+    oracle = Policy("oracle", lambda params, key: jnp.zeros(()), act,
+                    lambda params, state, key, contexts, arm, feedback, t: state)
+    res = nb.simulate(env, oracle, {}, horizon, [seed], progress=False)
+    assert np.all(res.cum_regret == 0.0)
+    uniform, params = nb.make_policy("uniform", nb.ProblemSpec(6, 4, horizon))
+    res = nb.simulate(env, uniform, params, horizon, [seed], progress=False)
+    contexts = presented_contexts(env, seed, horizon)
+    means = np.asarray(jax.vmap(lambda c: env.mean(instance, c))(contexts))
+    step = means.max(axis=1) - means[np.arange(horizon), np.asarray(res.arms[0])]
+    assert np.all((step >= 0) & (step <= 1)) and step.max() > 0
+    np.testing.assert_allclose(res.cum_regret[0], np.cumsum(step)[res.rounds - 1], rtol=1e-9)

@@ -179,3 +179,33 @@ def test_optimal_base():
 def test_bad_arguments_raise_naming_the_argument(call, name):
     with pytest.raises(ValueError, match="^" + re.escape(name)):
         call()
+
+
+def test_bernstein_self_normalized_bound_holds_in_monte_carlo():
+    # Spec 001 §7.1 item 6: d = 5, λ = 1, M = N = 1, ‖θ*‖ = 2, x_t uniform on the unit sphere,
+    # η_t = r_t − μ(x_tᵀθ*) with r_t ~ Bern(μ(x_tᵀθ*)), t ≤ 500, 200 runs, δ = 0.1: the bound of Theorem 3.1
+    # is violated at some t in at most a fraction δ of the runs (expected ≈ 0: the bound is loose).
+    rng = np.random.default_rng(31)
+    runs, d, horizon, delta = 200, 5, 500, 0.1
+    theta = rng.standard_normal(d)
+    theta *= 2.0 / np.linalg.norm(theta)
+    h = np.tile(np.eye(d), (runs, 1, 1))
+    s = np.zeros((runs, d))
+    violated, tight = np.zeros(runs, bool), np.zeros(runs, bool)
+    for t in range(1, horizon + 1):
+        x = rng.standard_normal((runs, d))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        mu = 1.0 / (1.0 + np.exp(-x @ theta))
+        eta = (rng.random(runs) < mu) - mu
+        h += (mu * (1 - mu))[:, None, None] * x[:, :, None] * x[:, None, :]
+        s += x * eta[:, None]
+        norm = np.sqrt(np.einsum("ri,ri->r", s, np.linalg.solve(h, s[:, :, None])[:, :, 0]))
+        logdet = np.linalg.slogdet(h)[1]
+        bound = np.array([theory.bernstein_self_normalized_bound(float(ld), t, delta) for ld in logdet])
+        violated |= norm > bound
+        tight |= norm > bound / 100
+    assert violated.mean() <= delta
+    # The check has power: a bound 100 times tighter (the statistic's own scale) is violated in most runs.
+    assert tight.mean() > 0.5
+    with pytest.raises(ValueError, match="delta"):
+        theory.bernstein_self_normalized_bound(1.0, 3, 1.5)

@@ -420,3 +420,26 @@ def ftrl_regret_bound(d: int, horizon: int, sigma2: float, delta: float = 0.05, 
     return (34.0 / kappa * sigma2 * d * math.log((4 * d * k_max**2 + horizon * kappa**2) / (4 * d * k_max**2))
             + 8.0 * k_max**2 * a * a * b * b / kappa
             + 2.0 * (2.0 / kappa + 3.0 * kappa / k_max**2) * sigma2 * math.log(1.0 / delta))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Neural logistic bandits (Bae & Lee 2025; spec 001)
+# ---------------------------------------------------------------------------------------------------
+
+
+def bernstein_self_normalized_bound(log_det_ratio: float, t: int, delta: float, m: float = 1.0, n: float = 1.0,
+                                    lam: float = 1.0) -> float:
+    """Theorem 3.1's bound on ‖s_t‖_{H_t⁻¹}, s_t = Σ_{i≤t} x_i η_i, H_t = Σ_{i≤t} μ̇(x_iᵀθ*) x_i x_iᵀ + λI,
+    holding for all t at once with probability ≥ 1 − δ when |η_t| ≤ M, E[η_t²|𝒢_t] ≤ μ̇(x_tᵀθ*) and
+    ‖x_t‖ ≤ N (spec 001 §1.5)::
+
+        8 √(log(det H_t / det λI) · log(4t²/δ)) + (4MN/√λ) · log(4t²/δ),
+
+    with ``log_det_ratio`` = log(det H_t / det λI). No dimension appears: the proof applies Freedman's
+    inequality to a scalar martingale."""
+    log_det_ratio = _real("log_det_ratio", log_det_ratio, at_least=0.0)
+    t = _integer("t", t, 1)
+    delta = _real("delta", delta, above=0.0, below=1.0)
+    m, n, lam = _real("m", m, above=0.0), _real("n", n, above=0.0), _real("lam", lam, above=0.0)
+    ell = math.log(4.0 * t * t / delta)
+    return 8.0 * math.sqrt(log_det_ratio * ell) + 4.0 * m * n / math.sqrt(lam) * ell
