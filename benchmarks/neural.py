@@ -44,7 +44,8 @@ NeuralUCB/NeuralTS: diagonal design, ν = 0.1; Neural-ES: m = 10, σ_R = 0.1; Ne
    selection and the O(p) diagonal-design and effective-dimension updates, which must be flat in t), with
    the paper's training every 50 rounds (100 steps over all t observations: O(t) amortised, so it grows),
    and in theory mode (full p × p float64 matrices: an O(p³) log det and Cholesky factor every round, and
-   TrainNN from θ₀ every round).
+   TrainNN from θ₀ every round); beside them the linear baselines ``logistic-ucb-1`` and ``ada-ofu-ecolog``
+   in the same experiment mode (full 20 × 20 matrices by Sherman–Morrison, GD on the same schedule).
 
 Threads: BLAS pools limited to one thread (unless already set); XLA keeps its default pool.
 """
@@ -268,6 +269,11 @@ def print_neurallog(seeds: int, horizon: int, theory_horizon: int) -> None:
         theory = neurallog_times(name, seeds, theory_horizon, mode="theory")
         print(f"{name:<17}" + "".join(f"{per:>14.1f}{growth:>12.2f}" for per, growth in (flat, trained, theory)),
               flush=True)
+    for name in ("logistic-ucb-1", "ada-ofu-ecolog"):  # the linear baselines in the same experiment mode
+        flat = neurallog_times(name, seeds, horizon, mode="experiment", train_every=10 * horizon)
+        trained = neurallog_times(name, seeds, horizon, mode="experiment")
+        print(f"{name:<17}" + "".join(f"{per:>14.1f}{growth:>12.2f}" for per, growth in (flat, trained))
+              + f"{'—':>14}{'—':>12}", flush=True)
 
 
 def main() -> None:

@@ -575,6 +575,18 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     runs, labels, elsewhere = [], [], []
     batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
     neural_batches: set[str] = set()  # the batches with a neural policy's arrays among them
+
+    def account(tag: str, label: str, run_env: dict, resolved: dict, history: bool, size: int) -> None:
+        """Add a run of ``size`` seeds to the memory of the batch it is simulated in."""
+        key = json.dumps([tag, run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
+        names, parts = batch_memory.setdefault(key, ([], {}))
+        names.append(label)
+        for part, need in loop.memory(run_env, horizon, size, top["record_points"], history).items():
+            parts[part] = parts.get(part, 0) + need
+        for part, need in neural_memory(resolved, run_env, horizon).items():
+            parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + size * need
+            neural_batches.add(key)
+
     for i, p in enumerate(pol_raw):
         p = dict(_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
@@ -604,32 +616,18 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                            for point in points]
                 if not here:
                     continue
-
-                def run_config(run_env, resolved, size, offset=0):
-                    return RunConfig(full_label, case, run_env, resolved, horizon, size, top["record_points"],
-                                     top["loop"], offset)
-
-                def account(tag, run_env, resolved, history, size):  # the memory of runs side by side
-                    key = json.dumps([tag, run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
-                    names, parts = batch_memory.setdefault(key, ([], {}))
-                    names.append(full_label)
-                    for part, need in loop.memory(run_env, horizon, size, top["record_points"], history).items():
-                        parts[part] = parts.get(part, 0) + need
-                    for part, need in neural_memory(resolved, run_env, horizon).items():
-                        parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + size * need
-                        neural_batches.add(key)
-
-                reported = [run_config(e, r, n_seeds) for e, r, _ in configs]
+                reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"])
+                            for e, r, _ in configs]
                 runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
-                account("", *configs[0], n_seeds)
+                account("", full_label, *configs[0], n_seeds)
                 if grid:
                     tunings.append(Tuning(full_label, case, tuple(points), tuple(
-                        run_config(e, r, tune["seeds"], tune["offset"]) for e, r, _ in configs), tuple(reported),
-                        tune["objective"]))
+                        RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],
+                                  tune["offset"]) for e, r, _ in configs), tuple(reported), tune["objective"]))
                     for config in configs:
-                        account("tune", *config, tune["seeds"])
+                        account("tune", full_label, *config, tune["seeds"])
     for key, (names, parts) in batch_memory.items():
         neural = (" (a neural policy: also lower width, depth or m, or use backend = 'arms')"
                   if key in neural_batches else "")
