@@ -138,3 +138,33 @@ name = "ftrl"
 """
     with pytest.raises(ConfigError, match="loop = 'bandit' only"):
         load_experiment(_write(tmp_path, text))
+
+
+def test_a_diverging_point_is_never_chosen(tmp_path):
+    text = """
+horizon = 30
+seeds = 2
+[tune]
+seeds = 2
+[env]
+name = "latent"
+d = 4
+k = 3
+[[policies]]
+label = "UCB-2"
+name = "neurallog-ucb-2"
+width = 8
+train_every = 10
+reduction = "sum"
+tune = { lr = [1e6, 0.01] }
+"""
+    exp = load_experiment(_write(tmp_path, text))
+    messages = []
+    with Store(tmp_path / "db.duckdb") as store:
+        tuned = tune_experiment(exp, store, progress=False, log=messages.append)
+        (result,) = tuning_results(tuned, store)
+        assert result.means[0] == np.inf and np.isfinite(result.means[1]) and result.chosen == 1
+        assert tuned.runs[0].policy["lr"] == 0.01 and any("diverged, never chosen" in m for m in messages)
+        run_experiment(tuned, store, progress=False, log=lambda m: None)
+        md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", [result])
+        assert "| UCB-2 | — | lr=1000000.0 | diverged | — |" in md.read_text()

@@ -10,6 +10,11 @@ The point with the best mean final value of the objective (the first in grid ord
 series' run on that case, computed on the reported seeds like any other run. Tuning runs are stored runs
 (their identity carries their ``seed_offset``), so a second call reuses them and the report reads them back
 for its tuning table.
+
+A grid point whose training diverges (the engine refuses a non-finite state) is never chosen, as a grid
+search over a learning rate must allow: when a batch fails so, its points are run one by one, and a point
+that diverges alone is stored with infinite regret (and −∞ reward: the store keeps no NaN) and reported as
+diverged.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from nlbandit.store import Store
 
 METRIC = {"min-regret": "regret", "max-reward": "reward"}
 """The stored curve each objective reads."""
+DIVERGED = "its state became non-finite"
+"""What :func:`~nlbandit.core.simulate.simulate`'s error says of a diverged training."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,24 @@ def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *
     params, grid = traced_params(LOOPS[exp.loop], batch)
     log(f"{tag} tuning {first.label} ({first.case_label or 'one case'}): {len(batch)} point(s) x {first.n_seeds} "
         f"seeds x {first.horizon} rounds")
-    res = simulate(env, policy, params, first.horizon, first.seeds, grid=grid, chunk_size=chunk_size,
-                   max_points=first.record_points, progress=tag if progress else False)
+    try:
+        res = simulate(env, policy, params, first.horizon, first.seeds, grid=grid, chunk_size=chunk_size,
+                       max_points=first.record_points, progress=tag if progress else False)
+    except ValueError as e:
+        if DIVERGED not in str(e):
+            raise
+        if len(batch) > 1:
+            log(f"{tag} a point diverged; running the {len(batch)} points one by one")
+            for i, run in enumerate(batch, 1):
+                _simulate(exp, store, [run], f"{tag}.{i}", progress=progress, chunk_size=chunk_size, log=log)
+            return
+        log(f"{tag} diverged, never chosen: {e}")
+        worst = np.full((first.n_seeds, 1), np.inf)
+        store.save_runs(batch_id(batch), [stored_row(
+            exp, first, np.array([first.horizon]), {"regret": worst, "reward": -worst},
+            np.zeros((first.n_seeds, first.horizon), np.int32), compile_s=0.0, run_s=0.0, chunk_size=chunk_size,
+            chunk_seconds=[], batch_size=1)])
+        return
     pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
     log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s")
     store.save_runs(batch_id(batch), [
@@ -68,13 +91,17 @@ def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *
 
 
 def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
-    """Every tuning of ``exp`` read back from ``store`` (``KeyError`` when a tuning run is missing)."""
+    """Every tuning of ``exp`` read back from ``store`` (``KeyError`` when a tuning run is missing; a diverged
+    point's mean is infinite, ``ValueError`` when all diverged)."""
     out = []
     for tuning in exp.tuning:
         finals = [store.load(c.run_id).curves[METRIC[tuning.objective]][:, -1] for c in tuning.candidates]
         means = [float(np.mean(f)) for f in finals]
-        ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size) if f.size > 1 else 0.0
-              for f in finals]
+        ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size)
+              if f.size > 1 and np.all(np.isfinite(f)) else 0.0 for f in finals]
+        if not any(np.isfinite(means)):
+            raise ValueError(f"{exp.path}: tuning {tuning.label} ({tuning.case_label or 'one case'}): every grid "
+                             "point diverged")
         best = int(np.argmin(means) if tuning.objective == "min-regret" else np.argmax(means))
         out.append(TuningResult(tuning, tuple(means), tuple(ci), best))
     return out

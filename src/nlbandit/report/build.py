@@ -367,8 +367,9 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
     for r in results:
         for i, point in enumerate(r.tuning.points):
             mark = "**" if i == r.chosen else ""
+            value = "diverged | —" if not np.isfinite(r.means[i]) else f"{r.means[i]:.1f} | {r.ci95[i]:.1f}"
             lines.append(f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {mark}{_hyper_text(point)}{mark} | "
-                         f"{r.means[i]:.1f} | {r.ci95[i]:.1f} |")
+                         f"{value} |")
     return lines
 
 
