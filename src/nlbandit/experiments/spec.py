@@ -44,7 +44,7 @@ A ``[tune]`` table tunes hyperparameters per series and environment case before 
     name = "neurallog-ucb-2"
     tune = { nu = [1, 10] }          # this series' own grid (``tune = false``: not tuned)
 
-``offset`` (default 10⁹) must exceed every scale's reported seed count; ``[scales.X] tune_seeds`` overrides
+``offset`` (default 10⁹) must be at least every scale's reported seed count; ``[scales.X] tune_seeds`` overrides
 ``seeds`` at a scale. Every point of a series' grid runs on the tuning seeds (side by side where only traced
 hyperparameters differ); the point with the best objective (the first in grid order on a tie) is the
 series' reported configuration on that case. ``loop = "bandit"`` only.
