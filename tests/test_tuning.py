@@ -65,6 +65,7 @@ def test_picks_the_best_point_on_tuning_seeds_only_and_reports_it(tmp_path, monk
         tuned = tune_experiment(exp, store, progress=False, log=lambda m: None)
         assert seen and all(s == [10**9, 10**9 + 1] for s in seen)  # never a reported seed 0..2
         results = tuning_results(tuned, store)
+        assert tuned.tuned == tuple(results)  # the results it chose by, read once
         assert [(r.tuning.label, r.tuning.case_label) for r in results] == [("LinUCB", "case=a"), ("LinUCB", "case=b")]
         for r in results:
             # α = 1000 explores almost uniformly: the known worse point on both cases.

@@ -263,7 +263,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     verdicts)."""
     from nlbandit.experiments.claims import traced_text
     from nlbandit.experiments.runner import run_experiment
-    from nlbandit.experiments.tuning import tune_experiment, tuning_results
+    from nlbandit.experiments.tuning import tune_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
     command = f"nlbandit report {path} --scale {args.scale}" + (
@@ -273,7 +273,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     exp = tune_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
     run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
     rows = load_rows(exp, store)
-    md, claims = write_report(exp, rows, out, command, tuning_results(exp, store))
+    md, claims = write_report(exp, rows, out, command, exp.tuned)
     if args.command == "run":
         print(results_table(rows, exp.ci))
     print(f"report: {md} (+ {md.with_suffix('.png').name})")

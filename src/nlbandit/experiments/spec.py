@@ -287,7 +287,8 @@ class Experiment:
     diagnostics: tuple[str, ...] = ()
     ci: float | None = None  # the report's interval level (Student t); None: 95% normal intervals
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
-    tuned: bool = False  # whether ``runs`` holds the chosen runs (:func:`nlbandit.experiments.tuning.tune_experiment`)
+    tuned: tuple = ()  # once ``runs`` holds the chosen runs, the TuningResults they were chosen by
+    # (:func:`nlbandit.experiments.tuning.tune_experiment`)
 
 
 def _plots(value: Any, where: str) -> tuple[str, ...]:

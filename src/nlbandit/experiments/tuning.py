@@ -110,7 +110,8 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
 def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chunk_size: int = 1000,
                     log: Callable[[str], None] = print) -> Experiment:
     """Run the tuning runs of ``exp`` that ``store`` lacks and return ``exp`` with each tuned series' chosen
-    run in place of its stand-in (``exp`` itself when nothing is tuned)."""
+    run in place of its stand-in and the :class:`TuningResult` s in ``tuned`` (``exp`` itself when nothing is
+    tuned)."""
     if not exp.tuning:
         return exp
     candidates = [c for t in exp.tuning for c in t.candidates]
@@ -120,5 +121,6 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
         log(f"{len(done)} tuning run(s) already in {store.path}, skipped")
     for i, batch in enumerate(todo, 1):
         _simulate(exp, store, batch, f"[tune {i}/{len(todo)}]", progress=progress, chunk_size=chunk_size, log=log)
-    chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in tuning_results(exp, store)}
-    return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=True)
+    results = tuning_results(exp, store)
+    chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in results}
+    return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=tuple(results))

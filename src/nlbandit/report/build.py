@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from scipy import stats
@@ -374,9 +374,9 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
 
 
 def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
-                 tuning: list[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
+                 tuning: Sequence[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
     """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)`` and, for a tuned
-    experiment, ``tuning_results(exp, store)``; return the markdown path and the claim results."""
+    experiment its ``exp.tuned`` results; return the markdown path and the claim results."""
     claims = check_claims(exp, rows)
     png = out_dir / f"{exp.name}.png"
     plot_regret(exp, rows, png)
