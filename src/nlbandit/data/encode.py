@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.data.table import Dataset
+from nlbandit.data.table import MISSING, Dataset
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -45,11 +45,17 @@ def category_codes(data: Dataset) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def ordinal_l2(data: Dataset) -> np.ndarray:
-    """(n, d): numeric columns as they are, categorical ones as their level codes, every row scaled to unit
-    L2 norm (a zero row stays 0) — spec 003 §4.8's conversion, columns in the data set's order."""
-    codes = iter(category_codes(data)[0].T)
-    x = np.stack([next(codes).astype(np.float64) if cat else c for c, cat in zip(data.columns, data.categorical)],
-                 axis=1)
+    """(n, d): numeric columns as they are, categorical ones as their level codes (a missing cell, '?' or
+    empty, −1: the reference code's NaN → −1), every row scaled to unit L2 norm (a zero row stays 0) — spec 003
+    §4.8's conversion, columns in the data set's order."""
+    cols = []
+    for c, cat in zip(data.columns, data.categorical):
+        if cat:
+            present = ~np.isin(c, MISSING)
+            names = np.unique(c[present].astype(str))
+            c = np.where(present, np.searchsorted(names, c.astype(str)), -1).astype(np.float64)
+        cols.append(c)
+    x = np.stack(cols, axis=1)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
@@ -57,3 +63,33 @@ def ordinal_l2(data: Dataset) -> np.ndarray:
 def disjoint(x: jax.Array, k: int) -> jax.Array:
     """(k, k·d): arm j's context is x in block j and zeros elsewhere (the disjoint encoding)."""
     return jnp.kron(jnp.eye(k, dtype=x.dtype), x[None, :])
+
+
+def pool_image(data: Dataset, factor: int) -> np.ndarray:
+    """(n, (h/f)·(w/f)): an image data set's pixels averaged over f × f blocks (28 × 28 → 14 × 14 at f = 2,
+    spec 001 §4.3 [ERRATA] mnist); a side that f does not divide loses its last h mod f rows (columns)."""
+    h, w = data.image
+    x = np.stack(data.columns, axis=1).reshape(data.n, h, w)
+    hh, ww = h // factor, w // factor
+    x = x[:, :hh * factor, :ww * factor].reshape(data.n, hh, factor, ww, factor)
+    return x.mean(axis=(2, 4)).reshape(data.n, hh * ww)
+
+
+def bandit_table(data: Dataset, encoding: str, downsample: int = 1) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """A data set's rows as bandit features, before the disjoint encoding: ``(numeric (n, d_num) float64,
+    codes (n, d_cat) int32, levels)``.
+
+    * ``encoding = "minmax"`` (Bae & Lee, spec 001 §4.3): an image first averaged over ``downsample`` ×
+      ``downsample`` blocks (:func:`pool_image`), every numeric column min–max scaled to [−1, 1], the
+      categorical columns as level codes (an environment draws each level's value in [−1, 1] per run);
+    * ``encoding = "ordinal-l2"`` (Sun, Wang & Xu, spec 003 §4.8): :func:`ordinal_l2`, no codes left.
+    """
+    if encoding == "ordinal-l2":
+        return ordinal_l2(data), np.zeros((data.n, 0), np.int32), ()
+    if data.image is not None and downsample > 1:
+        pixels = pool_image(data, downsample)
+        numeric = np.stack([minmax(c) for c in pixels.T], axis=1)
+    else:
+        numeric = minmax_columns(data)
+    codes, levels = category_codes(data)
+    return numeric, codes, levels

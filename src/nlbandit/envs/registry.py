@@ -9,7 +9,9 @@ from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
 from nlbandit.core.types import Env
-from nlbandit.envs import heteroscedastic, latent, streams, synthetic
+from nlbandit.data import sources
+from nlbandit.data.cache import DataError
+from nlbandit.envs import classification, heteroscedastic, latent, streams, synthetic, target
 from nlbandit.models.links import LINKS
 
 _VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
@@ -104,8 +106,111 @@ ENVS: dict[str, EnvEntry] = {
             "Bernoulli(sigmoid(h(x))) rewards, h one of Bae & Lee (2025)'s h1–h6, contexts from a pool of "
             "N_vec vectors",
         ),
+        EnvEntry(
+            "classification",
+            classification.from_dataset,
+            (
+                Hyper("dataset", None, "the data set (`nlbandit data list`)", kind=str, static=True),
+                Hyper("encoding", "minmax", "features min–max scaled to [−1, 1], categorical levels random in [−1, 1] "
+                      "per run (Bae & Lee), or ordinal codes with L2-normalised rows (Sun, Wang & Xu)", kind=str,
+                      static=True, choices=("minmax", "ordinal-l2")),
+                Hyper("pool", None, "rows drawn without replacement per instance (omitted: min(2500, rows))",
+                      kind=int, static=True, low=1, optional=True),
+                Hyper("draw", "uniform", "each round a uniform draw from the pool, or the pool's rows in order",
+                      kind=str, static=True, choices=classification.DRAWS),
+                Hyper("downsample", 2, "images: average over blocks of this many pixels a side (28 × 28 → 14 × 14 "
+                      "at 2; 1 keeps every pixel; minmax encoding only)", kind=int, static=True, low=1),
+                Hyper("d", None, "arm feature dimension d₀·K (derived from the data set)", kind=int, static=True,
+                      low=1, optional=True),
+                Hyper("k", None, "arms K, the number of classes (derived from the data set)", kind=int, static=True,
+                      low=2, optional=True),
+                Hyper("data_sha256", None, "the data files' checksum (derived: a run is recomputed when they change)",
+                      kind=str, static=True, optional=True),
+            ),
+            "a classification data set as a K-armed bandit: disjoint encoding, reward 1 for the true class (Bae & "
+            "Lee 2025 §7; Sun, Wang & Xu 2025 §7.3)",
+        ),
+        EnvEntry(
+            "target-class",
+            target.from_dataset,
+            (
+                Hyper("dataset", None, "the data set (`nlbandit data list`)", kind=str, static=True),
+                Hyper("k", 10, "K, examples offered per round (distinct within the round)", kind=int, static=True,
+                      low=1),
+                Hyper("target", None, "the target class's index (omitted: drawn uniformly per instance)", kind=int,
+                      static=True, low=0, optional=True),
+                Hyper("p_hit", 0.75, "mean reward of a target-class example", static=True, low=0.0, high=1.0),
+                Hyper("p_miss", 0.25, "mean reward of any other example", static=True, low=0.0, high=1.0),
+                Hyper("d", None, "feature dimension (derived from the data set)", kind=int, static=True, low=1,
+                      optional=True),
+                Hyper("data_sha256", None, "the data files' checksum (derived: a run is recomputed when they change)",
+                      kind=str, static=True, optional=True),
+            ),
+            "K random examples of a data set per round, Bernoulli(0.75) for the target class, 0.25 otherwise "
+            "(Kveton et al. 2020 §5.2)",
+        ),
     )
 }
+
+
+def _data_version(name: str, where: str) -> str:
+    """The version of registered data set ``name`` (a :class:`ConfigError` for an unknown name, a
+    :class:`DataError` naming ``where`` for one not in the cache)."""
+    if name not in sources.SOURCES:
+        raise ConfigError(f"{where}: field 'dataset' must be one of {', '.join(map(repr, sources.SOURCES))} "
+                          f"(`nlbandit data list`), got {name!r}")
+    try:
+        return sources.version(name)
+    except DataError as e:
+        raise DataError(f"{where}: {e}") from None
+
+
+def _check_derived(values: dict[str, Any], derived: dict[str, Any], name: str, where: str) -> None:
+    """Refuse a given field of ``derived`` whose value differs from the one the data set gives."""
+    for field, value in derived.items():
+        if values[field] is not None and values[field] != value:
+            why = ("the data set's files changed since this configuration was resolved" if field == "data_sha256"
+                   else f"data set {name!r} gives {value}")
+            raise ConfigError(f"{where}: field '{field}' = {values[field]!r} does not match: {why}; omit it")
+
+
+def _resolve_target(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """The target-class bandit's config with d and the data checksum derived from the data set."""
+    name = values["dataset"]
+    version = _data_version(name, where)
+    try:
+        x, labels, classes = target.table(name, version)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field 'dataset': {e}") from None
+    derived = {"d": x.shape[1], "data_sha256": version}
+    _check_derived(values, derived, name, where)
+    if values["target"] is not None and values["target"] >= classes:
+        raise ConfigError(f"{where}: field 'target' = {values['target']} is not a class index of data set {name!r} "
+                          f"(0..{classes - 1})")
+    if values["k"] > labels.size:
+        raise ConfigError(f"{where}: field 'k' = {values['k']} is more than the {labels.size} rows of data set {name!r}")
+    if x.shape[1] > target.MAX_FEATURES:
+        raise ConfigError(f"{where}: data set {name!r} has {x.shape[1]} features; the target-class bandit takes at "
+                          f"most {target.MAX_FEATURES}")
+    return {"name": "target-class", **values, **derived}
+
+
+def _resolve_classification(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """The classification bandit's config with d, k, pool and the data checksum derived from the data set.
+
+    Raises:
+      DataError: the data set is not in the cache (with what to do), or its files are corrupted.
+      ConfigError: a given d, k, pool or checksum that does not fit the data set.
+    """
+    name = values["dataset"]
+    version = _data_version(name, where)
+    numeric, codes, levels, labels = classification.table(name, version, values["encoding"], values["downsample"])
+    n, k = labels.size, int(labels.max()) + 1
+    derived = {"d": (numeric.shape[1] + codes.shape[1]) * k, "k": k, "data_sha256": version}
+    _check_derived(values, derived, name, where)
+    if values["pool"] is not None and values["pool"] > n:
+        raise ConfigError(f"{where}: field 'pool' = {values['pool']} is more than the {n} rows of data set {name!r}")
+    return {"name": "classification", **values, **derived, "pool": values["pool"] or min(2500, n)}
 
 
 def env_entry(name: Any, where: str = "env") -> EnvEntry:
@@ -117,6 +222,10 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults filled."""
     entry = env_entry(config.get("name"), where)
     values = resolve_named(entry, config, where)
+    if entry.name == "classification":
+        return _resolve_classification(values, where)
+    if entry.name == "target-class":
+        return _resolve_target(values, where)
     if entry.name == "latent":  # rewards are 0 or 1: nothing to bound
         if values["pool"] < values["k"]:
             raise ConfigError(f"{where}: field 'pool' must be >= k = {values['k']} (each round offers k distinct "
@@ -178,10 +287,15 @@ def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
 def instance_floats(config: dict[str, Any]) -> int:
     """Floats one instance of the resolved environment ``config`` holds: its K × d arm pool, plus the d × d
     matrix A of the quadratic bandit (θ* and the rest are negligible beside them); for ``latent``, its
-    context pool with the pool's permutation, θ and Θ."""
+    context pool with the pool's permutation, θ and Θ; for ``classification``, its pool of rows with their
+    labels."""
     d, k = config["d"], config["k"]
     if config["name"] == "latent":  # the pool, its permutation, θ and Θ
         return config["pool"] * (d + 1) + d * d + d
+    if config["name"] == "classification":  # the pool's rows and labels
+        return config["pool"] * (d // k + 1)
+    if config["name"] == "target-class":  # the target and a key; the data set is shared by every instance
+        return 4
     return d * k + (d * d if config["name"] == "quadratic" else 0)
 
 

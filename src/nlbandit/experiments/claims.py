@@ -6,6 +6,9 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   horizon; otherwise the last recorded round ≤ t), averaged over seeds (``stat='median'``: the median
   seed, i.e. the typical instance);
 * ``std(label, t=None, **case)``: its standard deviation across seeds;
+* ``reward(label, t=None, **case)``: the average realised reward per round up to round ``t`` (default: the
+  horizon; otherwise the last recorded round ≤ t), averaged over seeds (a bandit run's ``Σ_{s≤t} Y_s / t``,
+  Kveton et al. 2020 Fig. 2);
 * ``increment(label, t0, t1, stat='mean', **case)``: regret accumulated between rounds t0 and t1;
 * ``se(label, t=None, **case)``: the standard error of the mean regret, std/√S;
 * ``growth(label, **case)``: the late-growth ratio ρ_late = (R(T) − R(T/2)) / R(T/2) of the mean regret
@@ -89,7 +92,8 @@ class Timing(NamedTuple):
 
 
 Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, Timing]]
-"""``curves(label, case) -> (rounds (P,), cum_regret (S, P), its Timing)``."""
+"""``curves(label, case, metric="regret") -> (rounds (P,), cumulative metric (S, P), its Timing)``; ``metric`` is
+"regret" or "reward" (the realised reward, of a bandit run)."""
 PHASE_FUNCTIONS = {"select_time": "select", "update_time": "update"}
 """The claim functions that read a run's phases, and the :class:`Timing` field each reads."""
 
@@ -414,6 +418,13 @@ class _Evaluator:
                 value = float(np.mean(end - half > threshold * np.maximum(half, 1e-300)))
             self.trace.append((ast.unparse(node), value))
             return value
+        if name == "reward" and len(args) == 1 and isinstance(args[0], str):
+            t = kwargs.pop("t", None)
+            rounds, cum, _ = self.curves(args[0], kwargs, "reward")
+            at = self.horizon if t is None else (rounds[rounds <= t][-1] if np.any(rounds <= t) else 0)
+            value = float(np.mean(value_at(rounds, cum, t))) / max(float(at), 1.0)
+            self.trace.append((ast.unparse(node), value))
+            return value
         if name in ("regret", "std", "se", "increment") and args and isinstance(args[0], str):
             label = args[0]
             stat = kwargs.pop("stat", "mean")
@@ -440,7 +451,8 @@ class _Evaluator:
             self.trace.append((ast.unparse(node), value))
             return value
         raise ConfigError(
-            f"{ast.unparse(node)}: unknown function; allowed: regret(label), paired(a, b), std(label), se(label), "
+            f"{ast.unparse(node)}: unknown function; allowed: regret(label), reward(label), paired(a, b), std(label), "
+            "se(label), "
             "increment(label, t0, t1), growth(label), stuck(label), runtime(label), select_time(label), "
             "update_time(label), quantile(label, q), "
             "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
@@ -466,6 +478,7 @@ class ClaimResult:
     holds: bool | None
     values: list[tuple[str, float]]
     kind: str = "paper"
+    missing: str = ""  # why it was not checked (a data set that is not available)
 
     @property
     def ok(self) -> bool:
@@ -556,7 +569,9 @@ def validate_claim(check: str, exp, where: str) -> None:
     """Check syntax, functions and label/case references of a claim without any results."""
     select = run_selector(exp, where)
 
-    def fake(label, case):
+    def fake(label, case, metric="regret"):
+        if metric == "reward" and exp.loop != "bandit":
+            raise ConfigError(f"reward({label!r}): only a bandit run has rewards")
         select(label, case)
         return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0)
 
@@ -564,6 +579,12 @@ def validate_claim(check: str, exp, where: str) -> None:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None
+
+
+def cases_read(check: str) -> set[str]:
+    """The [[env]] case names that claim ``check`` names with a literal ``case='…'`` keyword."""
+    return {k.value.value for node in ast.walk(parse_claim(check)) if isinstance(node, ast.Call)
+            for k in node.keywords if k.arg == "case" and isinstance(k.value, ast.Constant)}
 
 
 def _runs_read_by(exp, functions) -> set[str]:

@@ -88,7 +88,8 @@ from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
-from nlbandit.experiments.claims import KINDS, phased_runs, validate_claim
+from nlbandit.data.cache import DataError
+from nlbandit.experiments.claims import KINDS, cases_read, phased_runs, validate_claim
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import check_memory
 from nlbandit.loops.phases import PHASE_TIMERS
@@ -261,6 +262,7 @@ class Claim:
     check: str
     expect: str
     kind: str = "paper"
+    missing: str = ""  # why it cannot be checked: it reads an [[env]] case whose data set is not available
 
 
 @dataclass
@@ -289,6 +291,7 @@ class Experiment:
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: tuple = ()  # once ``runs`` holds the chosen runs, the TuningResults they were chosen by
     # (:func:`nlbandit.experiments.tuning.tune_experiment`)
+    missing: dict[str, str] = field(default_factory=dict)  # [[env]] case name -> why its data set is unavailable
 
 
 def _plots(value: Any, where: str) -> tuple[str, ...]:
@@ -349,13 +352,14 @@ def _series_env(value: Any, loop: str, where: str) -> dict[str, Any]:
     return table
 
 
-def _series_cases(value: Any, env_cases: list, where: str) -> list:
+def _series_cases(value: Any, env_cases: list, missing: dict[str, str], where: str) -> list:
     """The env cases a series runs on: all, or those matching ``only = {key = value or [values], ...}`` on the
-    cases' keys (the [[env]] case name ``case`` and the env grid fields)."""
+    cases' keys (the [[env]] case name ``case`` and the env grid fields); none when it names only cases whose
+    data sets are ``missing``."""
     if value is None:
         return env_cases
     table = _table(value, f"{where}: field 'only'")
-    keys = {k for _, case in env_cases for k, _ in case}
+    keys = {k for _, case in env_cases for k, _ in case} | ({"case"} if missing else set())
     for key in table:
         if key not in keys:
             raise ConfigError(f"{where}: field 'only.{key}' is not a case key; the cases vary "
@@ -363,6 +367,8 @@ def _series_cases(value: Any, env_cases: list, where: str) -> list:
     wanted = {k: v if isinstance(v, list) else [v] for k, v in table.items()}
     chosen = [(cfg, case) for cfg, case in env_cases
               if all(dict(case).get(k) in values for k, values in wanted.items())]
+    if not chosen and set(wanted) == {"case"} and set(wanted["case"]) <= set(missing):
+        return []
     if not chosen:
         raise ConfigError(f"{where}: field 'only' = {table!r} matches no environment case")
     return chosen
@@ -547,7 +553,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
     loop = LOOPS[top["loop"]]
-    env_cases = []
+    env_cases, every_case = [], []
+    missing: dict[str, str] = {}  # case name -> why its data set is not available
     for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
         ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
         env_raw = dict(_table(env_raw, f"{ewhere}"))
@@ -557,10 +564,16 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
             raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
         for env_cfg, varying in _expand(env_raw, loop.fixed_env_fields(env_raw, ewhere), ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
-            env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
-    if len({case for _, case in env_cases}) < len(env_cases):
+            every_case.append(case)
+            try:
+                env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
+            except DataError as e:  # a real data set that is not in the cache: the other cases still run
+                if name is None or varying:
+                    raise ConfigError(str(e)) from None
+                missing[name] = str(e)
+    if len(set(every_case)) < len(every_case):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
-    names = {dict(case).get("case") for _, case in env_cases}
+    names = {dict(case).get("case") for _, case in env_cases} | set(missing)
     for s, sc in scales.items():
         unknown = [c for c in sc["cases"] or () if c not in names]
         if unknown:
@@ -594,7 +607,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         _registry_name(p, pwhere)
         label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
-        series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, pwhere)
+        series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
                         if scale_cases is None or dict(case).get("case") in scale_cases]
         here = scale in _scales(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         grid = tune and tune["grid"]
@@ -644,7 +657,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         at = _scales(c.pop("scales", None), cw)  # a claim about a series run at some scales only is checked there
         c = resolve(_CLAIM_KEYS, c, cw)
         if scale in at:
-            claims.append(Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"]))
+            gone = sorted(cases_read(c["check"]) & set(missing))
+            claims.append(Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
+                                "; ".join(f"case {g!r}: {missing[g]}" for g in gone)))
 
     exp = Experiment(
         path=path,
@@ -667,13 +682,15 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         full_seeds=scales.get("full", {}).get("seeds") or top["seeds"],
         tuning=tunings,
         ci=top["ci"],
+        missing=missing,
     )
     if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
         raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
     if not exp.curves and not exp.plots:
         raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
     for i, claim in enumerate(claims):
-        validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
+        if not claim.missing:
+            validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
         raise ConfigError(f"{where}: select_time/update_time claims need a loop whose rounds have an act and an "
                           f"update phase; loop '{exp.loop}' has not")

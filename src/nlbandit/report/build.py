@@ -94,19 +94,25 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
     select = run_selector(exp)
     by_id = {row.run.run_id: row for row in rows}
 
-    def curves(label: str, case: dict[str, Any]):
+    def curves(label: str, case: dict[str, Any], metric: str = "regret"):
         row = by_id[select(label, case).run_id]
-        return row.stored.rounds, row.stored.cum_regret, row.timing()
+        return row.stored.rounds, row.stored.cum_regret if metric == "regret" else row.stored.curves[metric], row.timing()
 
     out = []
     for c in exp.claims:
+        if c.missing:
+            out.append(ClaimResult(c.name, c.text, c.check, c.expect, None, [], c.kind, c.missing))
+            continue
         holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
         out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values, c.kind))
     return out
 
 
 def claim_verdict(c: ClaimResult) -> str:
-    """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), or the expected-failure variants."""
+    """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), NOT CHECKED (it reads a case whose data set is
+    not available), or the expected-failure variants."""
+    if c.missing:
+        return "NOT CHECKED"
     if c.holds is None:
         return "INCONCLUSIVE"
     if c.expect == "pass":
@@ -373,6 +379,18 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
     return lines
 
 
+def _data_lines(exp: Experiment, envs) -> list[str]:
+    """The real data sets the runs used (version and size) and the cases not run for want of one."""
+    from nlbandit.data.sources import load
+
+    names = sorted({c["dataset"] for c in envs if "dataset" in c})
+    lines = ["", "Data sets: " + "; ".join(load(n).describe() for n in names) + "."] if names else []
+    if exp.missing:
+        lines += ["", "**Not run, data set not available:** " + "; ".join(
+            f"case `{case}`: {why}" for case, why in exp.missing.items())]
+    return lines
+
+
 def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
                  tuning: Sequence[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
     """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)`` and, for a tuned
@@ -394,6 +412,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
         f"seeds 0..{exp.n_seeds - 1}, common random numbers across policies); {_sim_minutes(rows):.1f} min of "
         "simulation (compile + run, summed over the rows below). Environment: "
         + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
+        *_data_lines(exp, env_cfgs.values()),
         "",
         f"![cumulative regret]({png.name})",
         "",
@@ -425,7 +444,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
                   "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE.", "",
                   "| claim | kind | check | measured | result |", "|---|---|---|---|---|"]
         for c in claims:
-            values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values)
+            values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values) or _cell(c.missing)
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
                          f"{claim_verdict(c)} |")
     lines += _tuning_lines(exp, list(tuning))

@@ -1,0 +1,108 @@
+"""Target-class bandits on a classification data set (Kveton et al. 2020 §5.2, spec 002 §4.2).
+
+An instance is a target class c (drawn uniformly from the classes per instance, or fixed). Each round offers
+K examples drawn uniformly from the whole data set, distinct within the round; pulling an example of class c
+pays Bernoulli(``p_hit`` = 0.75), any other Bernoulli(``p_miss`` = 0.25). One shared model maps an
+example's features to its expected reward; the features are the raw ones, an image's pixels divided by 255
+(spec 002 §4.2 [R]), other columns min–max scaled to [0, 1].
+
+The K examples of round t are a function of the instance and t (a key kept in the instance, folded with t),
+so ``pull`` reads the labels of the very examples ``observe`` showed. ``mean`` finds an example's label from
+its features alone: every row's features hash to a 64-bit integer (their float64 bit patterns times fixed odd
+integers, summed modulo 2⁶⁴, so the sum is exact in any order) looked up in the data set's sorted hashes;
+rows that share their features share the mean of their labels' rewards. The expected reward of the best
+arm is p_hit when the round shows a class-c example, so uniform play earns p_miss + (p_hit − p_miss)·p_c and
+the oracle about p_hit − (p_hit − p_miss)(1 − p_c)^K (spec 002 §4.2 [D], §6.3 item 17).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nlbandit.core.hyper import ConfigError
+from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
+from nlbandit.data import sources
+from nlbandit.data.encode import minmax
+from nlbandit.envs.latent import distinct_indices
+
+MAX_FEATURES = 4096
+"""The most feature columns :func:`row_hashes` takes."""
+_MULTIPLIERS = (np.random.default_rng(20200).integers(0, 2**63, MAX_FEATURES, dtype=np.uint64) * np.uint64(2)
+                + np.uint64(1))
+
+
+class TargetInstance(NamedTuple):
+    """One instance: the target class and the key of the per-round draws."""
+
+    target: jax.Array
+    key: jax.Array
+
+
+def row_hashes(x) -> np.ndarray | jax.Array:
+    """(n,) uint64 hashes of the rows of ``x`` (n, d), d ≤ :data:`MAX_FEATURES`: Σ_j bits(x_j)·c_j mod 2⁶⁴ with fixed odd c_j;
+    exact and order-independent, equal in NumPy and JAX."""
+    if isinstance(x, np.ndarray):
+        bits = np.ascontiguousarray(x, np.float64).view(np.uint64)
+        return (bits * _MULTIPLIERS[:x.shape[1]]).sum(axis=1, dtype=np.uint64)
+    bits = jax.lax.bitcast_convert_type(x.astype(jnp.float64), jnp.uint64)
+    return jnp.sum(bits * jnp.asarray(_MULTIPLIERS[:x.shape[1]]), axis=1, dtype=jnp.uint64)
+
+
+def target_class(features: np.ndarray, labels: np.ndarray, classes: int, k: int = 10, target: int | None = None,
+                 p_hit: float = 0.75, p_miss: float = 0.25) -> Env:
+    """The target-class bandit of ``features`` (n, d) with ``labels`` (n,) in 0..classes−1 (module
+    docstring); ``target`` None draws the class per instance. Validation is the registry's."""
+    n, d = features.shape
+    hashes, inverse = np.unique(row_hashes(features), return_inverse=True)
+    share = np.zeros((hashes.size, classes))
+    np.add.at(share, (inverse, labels), 1.0)
+    share /= share.sum(axis=1, keepdims=True)  # per distinct feature row: the fraction of each class
+    features_c, labels_c = jnp.asarray(features, jnp.float64), jnp.asarray(labels, jnp.int32)
+    hashes_c, share_c = jnp.asarray(hashes), jnp.asarray(share, jnp.float64)
+
+    def reset(key):
+        k_target, k_draw = jax.random.split(key)
+        c = jax.random.randint(k_target, (), 0, classes) if target is None else jnp.int32(target)
+        return TargetInstance(c, k_draw)
+
+    def rows(state, t):
+        return distinct_indices(jax.random.fold_in(state.key, t), n, k)
+
+    def observe(state, key, t):
+        return features_c[rows(state, t)], jnp.ones((k,), bool)
+
+    def mean(state, contexts):
+        at = jnp.searchsorted(hashes_c, row_hashes(contexts))
+        return p_miss + (p_hit - p_miss) * share_c[at, state.target]
+
+    def pull(state, key, t, contexts, arm):
+        hit = labels_c[rows(state, t)[arm]] == state.target
+        p = jnp.where(hit, p_hit, p_miss)
+        return Feedback((jax.random.uniform(key, (), jnp.float64) < p).astype(jnp.float64))
+
+    return Env("target-class", ProblemSpec(d, k, 0), reset, observe, pull, mean, EnvFacts(reward_range=(0.0, 1.0)))
+
+
+@functools.lru_cache(maxsize=4)
+def table(dataset: str, version: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Data set ``dataset``'s features scaled to [0, 1] (an image's pixels / 255, other columns min–max), its
+    labels and class count, once per process and data ``version`` (:func:`nlbandit.data.sources.version`)."""
+    data = sources.load(dataset)
+    if any(data.categorical):
+        raise ConfigError(f"data set {dataset!r} has categorical columns; the target-class bandit needs numeric ones")
+    x = np.stack(data.columns, axis=1)
+    x = x / 255.0 if data.image is not None else np.stack([(minmax(c) + 1.0) / 2.0 for c in x.T], axis=1)
+    return x, data.labels, len(data.classes)
+
+
+def from_dataset(dataset: str, k: int, target: int | None, p_hit: float, p_miss: float, d: int,
+                 data_sha256: str) -> Env:
+    """:func:`target_class` of a registered data set with the registry's resolved fields (``d`` and
+    ``data_sha256`` derived by the registry)."""
+    x, labels, classes = table(dataset, data_sha256)
+    return target_class(x, labels, classes, k, target, p_hit, p_miss)
