@@ -179,7 +179,7 @@ def _resolve_target(values: dict[str, Any], where: str) -> dict[str, Any]:
     name = values["dataset"]
     version = _data_version(name, where)
     try:
-        x, labels, classes = target.table(name, version)
+        x, _, labels, classes = target.table(name, version)
     except ConfigError as e:
         raise ConfigError(f"{where}: field 'dataset': {e}") from None
     derived = {"d": x.shape[1], "data_sha256": version}
