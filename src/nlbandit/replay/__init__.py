@@ -1,0 +1,2 @@
+"""Logged-data evaluation: off-policy estimates of a policy's value from logged propensities
+(:mod:`nlbandit.replay.estimators`)."""

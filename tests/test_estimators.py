@@ -1,0 +1,81 @@
+"""Off-policy estimators (nlbandit.replay.estimators): unbiased on simulated logged data whose value is known,
+bootstrap intervals that cover it, and refusals of malformed input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nlbandit.replay.estimators import estimate
+
+K, D = 5, 4
+THETA = np.random.default_rng(0).normal(size=(K, D))
+
+
+def logged(n: int, seed: int):
+    """n events: contexts x ~ N(0, I), Bernoulli rewards with mean sigmoid(θ_aᵀx), a softmax logging policy
+    over a tilted score (known propensities), a deterministic target policy (argmax of another score); also
+    the target's true value on these contexts, Σ_i μ(x_i, π(x_i)) / n, and a deliberately wrong reward model."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, D))
+    mu = 1 / (1 + np.exp(-x @ THETA.T))  # (n, K)
+    logits = 0.7 * x @ THETA.T[:, ::-1]
+    pi0 = np.exp(logits - logits.max(axis=1, keepdims=True))
+    pi0 /= pi0.sum(axis=1, keepdims=True)
+    actions = np.array([rng.choice(K, p=row) for row in pi0])
+    rewards = (rng.uniform(size=n) < mu[np.arange(n), actions]).astype(float)
+    greedy = np.argmax(x @ (THETA.T + 0.5), axis=1)
+    target = np.eye(K)[greedy]
+    truth = mu[np.arange(n), greedy].mean()
+    q_wrong = np.clip(mu + 0.2, 0, 1)
+    return actions, rewards, pi0[np.arange(n), actions], target, q_wrong, truth
+
+
+@pytest.mark.parametrize("name", ["ips", "dr"])
+def test_ips_and_dr_are_unbiased(name):
+    # 300 logged data sets of 400 events: the mean error over them is within 4 standard errors of 0.
+    errors = []
+    for seed in range(300):
+        a, r, p, target, q, truth = logged(400, seed)
+        errors.append(estimate(name, a, r, p, target, q, resamples=1).value - truth)
+    errors = np.asarray(errors)
+    assert abs(errors.mean()) < 4 * errors.std(ddof=1) / np.sqrt(errors.size)
+
+
+def test_snips_is_consistent_and_intervals_cover_the_value():
+    a, r, p, target, q, truth = logged(20000, 1)
+    e = estimate("snips", a, r, p, target)
+    assert abs(e.value - truth) < 3 * (e.hi - e.lo) / (2 * 1.96)  # within 3 bootstrap standard errors
+    covered = 0
+    for seed in range(100):  # 95% intervals: coverage within the binomial range of 100 trials
+        a, r, p, target, q, truth = logged(500, 1000 + seed)
+        e = estimate("dr", a, r, p, target, q, resamples=300, seed=seed)
+        covered += e.lo <= truth <= e.hi
+    assert 85 <= covered <= 100
+
+
+def test_dr_with_the_true_model_has_smaller_spread_than_ips():
+    ips, dr = [], []
+    for seed in range(100):
+        a, r, p, target, q, truth = logged(300, 5000 + seed)
+        x_free = q - 0.2  # the model without its error is close to the truth: DR's correction term shrinks
+        ips.append(estimate("ips", a, r, p, target, resamples=1).value - truth)
+        dr.append(estimate("dr", a, r, p, target, np.clip(x_free, 0, 1), resamples=1).value - truth)
+    assert np.std(dr) < np.std(ips)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(name="ipw"), "estimator must be one of"),
+    (dict(propensities=np.zeros(3)), r"propensities must lie in \(0, 1\]"),
+    (dict(actions=np.array([0, 1, 5])), "actions must be integers in 0..2"),
+    (dict(rewards=np.array([0.0, np.nan, 1.0])), "rewards must be finite"),
+    (dict(target=np.full((3, 3), 0.5)), "probability vector"),
+    (dict(rewards=np.ones(2)), r"rewards must have shape \(3,\)"),
+    (dict(name="dr"), "needs q_hat"),
+])
+def test_bad_input_is_refused_with_the_argument_named(change, message):
+    args = dict(name="ips", actions=np.array([0, 1, 2]), rewards=np.ones(3), propensities=np.full(3, 0.5),
+                target=np.eye(3))
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        estimate(args.pop("name"), **args)
