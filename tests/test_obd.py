@@ -1,0 +1,54 @@
+"""The Open Bandit Dataset reader and Bae & Lee's reduction (nlbandit.data.obd), on small generated files in
+the sample's CSV format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nlbandit.data.cache import DataError
+from nlbandit.data.obd import ARMS, bandit, parse
+
+ITEMS = 8
+
+
+def _files(n=30, seed=0, **edits):
+    rng = np.random.default_rng(seed)
+    head = (",timestamp,item_id,position,click,propensity_score," + ",".join(f"user_feature_{j}" for j in range(4))
+            + "," + ",".join(f"user-item_affinity_{j}" for j in range(ITEMS)))
+    lines = [head]
+    for i in range(n):
+        aff = np.where(rng.random(ITEMS) < 0.3, rng.integers(1, 4, ITEMS), 0)
+        cells = [str(i), "2019-11-24", str(rng.integers(0, ITEMS)), str(rng.integers(1, 4)), str(int(rng.random() < 0.2)),
+                 str(1 / ITEMS)] + [f"u{j}{rng.integers(0, 3)}" for j in range(4)] + [f"{a:.1f}" for a in aff]
+        lines.append(",".join(cells))
+    items = [",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3"]
+    items += [f"{j},{j},{rng.normal():.3f},a{j % 3},b{j % 2},c{j % 4}" for j in range(ITEMS)]
+    events, table = "\n".join(lines) + "\n", "\n".join(items) + "\n"
+    for old, new in edits.items():
+        events = events.replace(old, new)
+    return events, table
+
+
+def test_reduction_offers_the_logged_item_and_the_top_affinity_others():
+    ev = parse(*_files(), "obd")
+    b = bandit(ev)
+    n = ev.item.size
+    assert b.contexts.shape == (n, ARMS, 45) and np.all(np.abs(b.contexts) <= 1)
+    assert np.array_equal(b.items[np.arange(n), b.logged], ev.item)  # the logged item is an arm, at 'logged'
+    for i in range(n):
+        others = sorted(set(b.items[i]) - {ev.item[i]})
+        ranked = sorted((j for j in range(ITEMS) if j != ev.item[i]), key=lambda j: (-ev.affinity[i, j], j))
+        assert others == sorted(ranked[:ARMS - 1])  # top affinities, ties by the smaller id
+    assert np.array_equal(b.click, ev.click) and not np.all(b.logged == b.logged[0])  # shuffled arm order
+    # the position one-hot (columns 25..27) is the same for every arm of an event, and differs across positions
+    assert np.all(b.contexts[:, :, 25:28] == b.contexts[:, :1, 25:28])
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"user_feature_3": "user_feat_3"}, "column 'user_feature_3' is missing"),
+    ({",0.125,": ",0.0,"}, r"propensities must lie in \(0, 1\]"),
+])
+def test_malformed_obd_files_are_refused(edit, message):
+    with pytest.raises(DataError, match=message):
+        parse(*_files(**edit), "obd")
