@@ -91,3 +91,22 @@ def test_registered_policies_replay(name):
     policy, params = make_policy(name, nb.ProblemSpec(3, 4, 40))
     res = replay(data, policy, params, 40, range(2), passes=3)
     assert res.accepted.tolist() == [40, 40] and np.all(np.diff(res.cum_reward, axis=1) >= 0)
+
+
+def test_a_grid_equals_its_points_run_alone():
+    import jax
+
+    import nlbandit as nb
+    from nlbandit.policies.registry import make_policy
+
+    data = _data(n=300, k=4)
+    policy, params = make_policy("lin-ucb", nb.ProblemSpec(3, 4, 30))
+    field = params._fields[0]
+    values = jax.numpy.asarray([0.1, 2.0])
+    grid = params._replace(**{field: values})
+    both = replay(data, policy, jax.tree.map(lambda a: jax.numpy.broadcast_to(a, (2,)), grid), 30, range(2),
+                  grid=True, passes=3)
+    for i, v in enumerate(values):
+        alone = replay(data, policy, params._replace(**{field: v}), 30, range(2), passes=3)
+        np.testing.assert_array_equal(both.cum_reward[i], alone.cum_reward)
+        np.testing.assert_array_equal(both.arms[i], alone.arms)

@@ -16,9 +16,10 @@ comes first. When the logging policy chose uniformly among the K arms, independe
 the accepted events are distributed as rounds of the policy against the true environment (Li et al.'s
 Theorem 1), so the cumulative reward per accepted event estimates the policy's online reward.
 
-Every event costs an ``act`` (and the engine computes the ``update`` of every event and keeps it only for
-accepted ones, the price of vectorising over seeds); with a uniform logging policy over K arms about K
-events are read per accepted one.
+Every event costs an ``act``, and an accepted one an ``update``; with a uniform logging policy over K arms
+about K events are read per accepted one. Seeds (and grid points) run one after the other inside one
+compiled program (``lax.map``), not side by side: each run accepts its own events, so a vectorised batch
+would have to compute every lane's update (and a neural policy's training) at every event.
 """
 
 from __future__ import annotations
@@ -138,13 +139,19 @@ def replay(data: Logged, policy: Policy, params: Any, horizon: int, seeds, *, gr
     params = as_params(policy.params_type, params)
     device = Logged(jnp.asarray(contexts, jnp.float64), jnp.asarray(logged, jnp.int32),
                     jnp.asarray(reward, jnp.float64))
-    run = jax.vmap(_one_seed(device, policy, horizon, passes), in_axes=(None, 0))
-    if grid:
-        run = jax.vmap(run, in_axes=(0, None))
+    one = _one_seed(device, policy, horizon, passes)
     seeds = jnp.asarray(list(seeds), jnp.uint32)
+    s = seeds.size
+    g = jax.tree.leaves(params)[0].shape[0] if grid and jax.tree.leaves(params) else 1
+    # every (grid point, seed) pair, grid-major, as the rows of one sequential map
+    pairs = (jax.tree.map(lambda a: jnp.repeat(a, s, axis=0), params) if grid else params, jnp.tile(seeds, g))
+    run = jax.jit(lambda ps: jax.lax.map(lambda p: one(*p), ps) if grid else
+                  jax.lax.map(lambda seed: one(ps[0], seed), ps[1]))
     t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(params, seeds).compile()
+    compiled = run.lower(pairs).compile()
     t1 = time.perf_counter()
-    accepted, cum, events, arms = jax.block_until_ready(compiled(params, seeds))
+    out = jax.block_until_ready(compiled(pairs))
     t2 = time.perf_counter()
-    return ReplayResult(np.asarray(accepted), np.asarray(cum), np.asarray(events), np.asarray(arms), t1 - t0, t2 - t1)
+    shape = (g, s) if grid else (s,)
+    accepted, cum, events, arms = (np.asarray(a).reshape(shape + a.shape[1:]) for a in out)
+    return ReplayResult(accepted, cum, events, arms, t1 - t0, t2 - t1)

@@ -569,9 +569,11 @@ def validate_claim(check: str, exp, where: str) -> None:
     """Check syntax, functions and label/case references of a claim without any results."""
     select = run_selector(exp, where)
 
+    from nlbandit.loops import LOOPS
+
     def fake(label, case, metric="regret"):
-        if metric == "reward" and exp.loop != "bandit":
-            raise ConfigError(f"reward({label!r}): only a bandit run has rewards")
+        if metric not in LOOPS[exp.loop].metrics:
+            raise ConfigError(f"reward({label!r}): a {exp.loop} run stores no rewards")
         select(label, case)
         return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0)
 

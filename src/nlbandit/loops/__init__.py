@@ -4,6 +4,7 @@ computed, stored and reported. :data:`LOOPS` maps the ``loop`` field of an exper
 from nlbandit.loops.bandit import BanditLoop
 from nlbandit.loops.base import Loop
 from nlbandit.loops.regression import RegressionLoop
+from nlbandit.loops.replay import ReplayLoop
 
-LOOPS: dict[str, Loop] = {loop.name: loop for loop in (BanditLoop(), RegressionLoop())}
+LOOPS: dict[str, Loop] = {loop.name: loop for loop in (BanditLoop(), RegressionLoop(), ReplayLoop())}
 """Every loop, by the name an experiment file's ``loop`` field gives."""
