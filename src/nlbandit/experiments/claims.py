@@ -490,8 +490,11 @@ class ClaimResult:
 def traced_text(text: str, value: float) -> str:
     """One traced call as reports print it: ``regret('A') = 12.30``, or a ``paired(...)`` call's own text,
     which already carries its mean and interval (it ends in `` (95% CI)``; a plain call ends with its
-    closing parenthesis, whatever its labels hold), or an ``at_least(...)`` count's own text."""
-    return text if text.endswith(" (95% CI)") or text.startswith("at_least(") else f"{text} = {value:.2f}"
+    closing parenthesis, whatever its labels hold), or an ``at_least(...)`` count's own text; a ``reward(...)``
+    (a rate, often below 0.01) with four decimals."""
+    if text.endswith(" (95% CI)") or text.startswith("at_least("):
+        return text
+    return f"{text} = {value:.4f}" if text.startswith("reward(") else f"{text} = {value:.2f}"
 
 
 def parse_claim(check: str) -> ast.Expression:
