@@ -148,7 +148,7 @@ def _save_png(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     _atomic_write(path, buf.getvalue())
 
@@ -183,7 +183,10 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
         ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if len(ax.get_lines()) <= 12:
+            ax.legend(fontsize=8)
+        else:  # many series (a sweep): a two-column legend beside the panel
+            ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for ax, (name, group) in zip(axes[0][len(cases):], extra):
         if name == "anytime-constant":
             plot_anytime_constant(ax, exp)
