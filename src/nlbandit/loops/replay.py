@@ -84,7 +84,7 @@ class ReplayLoop(Loop):
     def memory(self, env, horizon, n_seeds, record_points, history):
         """The events' contexts (shared), the per-seed pass orders, curves and arms, and history buffers."""
         events = 10_000
-        return {"logged contexts": 8 * events * env["k"] * env["d"],
+        return {"logged contexts (shared)": 8 * events * env["k"] * env["d"],
                 "pass orders": 4 * n_seeds * env["passes"] * events,
                 "curves and arms": 4 * 8 * n_seeds * horizon,
                 "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0}

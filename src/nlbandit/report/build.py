@@ -382,6 +382,31 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
     return lines
 
 
+def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
+    """For runs on real data: the bytes one seed needs (the environment's arrays, the chosen arms and curves,
+    a history buffer, a neural policy's network, data and designs), by run."""
+    from nlbandit.core.types import ProblemSpec
+    from nlbandit.policies.neural_memory import neural_memory
+    from nlbandit.policies.registry import build_policy
+
+    mine = [r for r in rows if "dataset" in r.run.env or exp.loop == "replay"]
+    if not mine:
+        return []
+    loop = LOOPS[exp.loop]
+    lines = ["", "## Memory per seed", "",
+             "The dominant arrays of one seed (nlbandit.loops, nlbandit.policies.neural_memory); transient parts "
+             "included, data shared by every seed (the data set itself) not.", "",
+             "| policy | case | MB per seed |", "|---|---|---:|"]
+    for r in mine:
+        env, horizon = r.run.env, r.run.horizon
+        history = build_policy(r.run.policy, ProblemSpec(env["d"], env["k"], horizon))[0].max_horizon is not None
+        parts = {**loop.memory(env, horizon, 1, r.run.record_points, history),
+                 **neural_memory(r.run.policy, env, horizon)}
+        per_seed = sum(v for k, v in parts.items() if "(shared)" not in k)
+        lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {per_seed / 2**20:.1f} |")
+    return lines
+
+
 def _data_lines(exp: Experiment, envs) -> list[str]:
     """The real data sets the runs used (version and size) and the cases not run for want of one."""
     from nlbandit.data.sources import load
@@ -439,6 +464,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
         )
     lines += _phase_lines(exp, rows, out_dir / f"{exp.name}_phases.png")
     lines += _diagnostic_lines(exp)
+    lines += _memory_lines(exp, rows)
     if claims:
         lines += ["", "## Claims", "",
                   "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "
