@@ -33,7 +33,7 @@ from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import cholesky_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
-from nlbandit.policies.logistic_gd import EXPERIMENT_HYPERS, EXPERIMENT_ONLY, logistic_gd
+from nlbandit.policies.logistic_gd import EXPERIMENT_HYPERS, EXPERIMENT_ONLY, check_features, logistic_gd
 
 _LOGISTIC = LINKS["logistic"]
 L_MU = 0.25
@@ -463,9 +463,10 @@ def _modes(make, name: str, weighted: bool):
     """``make`` (the authors' algorithm) behind the ``mode`` switch, with Bae & Lee's experiment mode
     (:func:`~nlbandit.policies.logistic_gd.logistic_gd`) beside it."""
 
-    def dispatch(spec, mode="original", matrix="full", score_scale="prob", steps=100, train_every=50, **options):
+    def dispatch(spec, mode="original", matrix="full", score_scale="prob", steps=100, train_every=50,
+                 features="dense", **options):
         if mode == "experiment":
-            return logistic_gd(spec, weighted, name, kappa_of, matrix, score_scale, steps, train_every)
+            return logistic_gd(spec, weighted, name, kappa_of, matrix, score_scale, steps, train_every, features)
         return make(spec, **options)
 
     return dispatch
@@ -490,7 +491,8 @@ def _finalize(hypers: tuple[Hyper, ...]):
 
 def _entry(name: str, make, weighted: bool, hypers: tuple[Hyper, ...], doc: str) -> PolicyEntry:
     hypers = hypers + EXPERIMENT_HYPERS
-    return PolicyEntry(name, _modes(make, name, weighted), hypers, doc, finalize=_finalize(hypers))
+    return PolicyEntry(name, _modes(make, name, weighted), hypers, doc, finalize=_finalize(hypers),
+                       check=check_features)
 
 
 _S = Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True)

@@ -14,6 +14,11 @@ with the running effective dimension d̃_t = log det(R Σ_{i<t} x_i x_iᵀ + I),
 matrices are full (``matrix = "full"``: inverses by Sherman–Morrison, log det by the determinant lemma,
 §3.3's choice for D ≤ 1000) or diagonal (``"diagonal"``, for large D: the diagonal of each matrix, d̃_t its
 Hadamard upper bound), float64. Neither depends on a network width: the model is linear.
+
+With ``features = "disjoint"`` (disjoint-encoded arms, :mod:`nlbandit.models.disjoint`) every played x lies
+in one block, so V, W and A are block-diagonal: they are kept as K blocks of d₀ × d₀ (K·d₀² numbers instead
+of K²·d₀², and a Sherman–Morrison step of O(d₀²) on the played arm's block), the history holds the samples
+(d₀ numbers each) and their blocks, and training runs tile by tile on them. The results are the same.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import Hyper
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Policy, ProblemSpec, Requirements
+from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP
 from nlbandit.models.mlp_train import Training, train
@@ -40,9 +46,12 @@ class LogisticGDState(NamedTuple):
 
     Attributes:
       theta: (d,) the model; rows: the history it trains on.
-      design: V⁻¹ or W⁻¹ (d, d), or the diagonal of V or W (d,).
-      dim: the d̃ matrix's inverse A⁻¹ (d, d) with A = R Σ x xᵀ + I, or Σ x ⊙ x (d,) for the diagonal.
+      design: V⁻¹ or W⁻¹ (d, d), or the diagonal of V or W (d,); with disjoint features the inverse's
+        diagonal blocks (K, d₀, d₀).
+      dim: the d̃ matrix's inverse A⁻¹ (d, d) with A = R Σ x xᵀ + I, or Σ x ⊙ x (d,) for the diagonal;
+        blocks (K, d₀, d₀) as ``design``.
       logdet: log det A (full matrices; the diagonal recomputes its bound from ``dim``).
+      blocks: (capacity,) the played arm of each history row with disjoint features, (0,) otherwise.
     """
 
     theta: jax.Array
@@ -50,13 +59,17 @@ class LogisticGDState(NamedTuple):
     design: jax.Array
     dim: jax.Array
     logdet: jax.Array
+    blocks: jax.Array
 
 
 def logistic_gd(spec: ProblemSpec, weighted: bool, name: str, kappa=None, matrix: str = "full",
-                score_scale: str = "prob", steps: int = 100, train_every: int = 50) -> Policy:
+                score_scale: str = "prob", steps: int = 100, train_every: int = 50,
+                features: str = "dense") -> Policy:
     """Logistic-UCB-1 (``weighted`` False: V-type design, √κ factor, ``kappa(params) -> κ``) or
-    ada-OFU-ECOLog (``weighted``: W-type design, no κ) in experiment mode (module docstring)."""
-    d, full = spec.d, matrix == "full"
+    ada-OFU-ECOLog (``weighted``: W-type design, no κ) in experiment mode (module docstring), on ``dense``
+    or ``disjoint`` features."""
+    d, k, full, compact = spec.d, spec.k, matrix == "full", features == "disjoint"
+    d_row = d // k if compact else d  # a history row's (and a matrix block's) size
     arch = MLP(d, 1, 1, False, "none")
     how = Training(steps, "gd", "mean", "zero", "one", loss="logistic")
     capacity = history_capacity(spec.horizon)
@@ -66,10 +79,31 @@ def logistic_gd(spec: ProblemSpec, weighted: bool, name: str, kappa=None, matrix
 
     def init(params, key):
         if full:
-            design, dim = jnp.eye(d) / floor(params), jnp.eye(d)
+            eye = jnp.tile(jnp.eye(d_row), (k, 1, 1)) if compact else jnp.eye(d)
+            design, dim = eye / floor(params), eye
         else:
             design, dim = jnp.full((d,), floor(params), jnp.float64), jnp.zeros((d,))
-        return LogisticGDState(jnp.zeros((d,)), empty_rows(capacity, d), design, dim, jnp.zeros(()))
+        return LogisticGDState(jnp.zeros((d,)), empty_rows(capacity, d_row), design, dim, jnp.zeros(()),
+                               jnp.zeros((capacity if compact else 0,), jnp.int32))
+
+    def arm_widths(design, x):
+        """‖x_a‖_{M⁻¹} of every arm's row of ``x`` (K, d), or of its sample (K, d₀) in block a."""
+        if not compact:
+            return mahalanobis_widths(design, x) if full else diagonal_widths(design, x)
+        if full:
+            return jnp.sqrt(jnp.maximum(jnp.einsum("kd,kde,ke->k", x, design, x), 0.0))
+        return diagonal_widths(design.reshape(k, d_row), x)
+
+    def add(design, arm, x):
+        """``design`` after x xᵀ (Sherman–Morrison on the inverse, or the diagonal), and the log det step."""
+        if full and compact:
+            block, step = gram_update(design[arm], x)
+            return design.at[arm].set(block), step
+        if full:
+            return gram_update(design, x)
+        if compact:
+            return design.reshape(k, d_row).at[arm].add(x * x).reshape(-1), 0.0
+        return design + x * x, 0.0
 
     def factor(params, dtilde):
         s, lam = params.s, params.lam
@@ -78,34 +112,49 @@ def logistic_gd(spec: ProblemSpec, weighted: bool, name: str, kappa=None, matrix
         return jnp.sqrt(kappa(params)) * (1.0 + s) * (s * jnp.sqrt(lam) + dtilde / jnp.sqrt(lam))
 
     def act(params, state, key, contexts, mask, t):
-        x = contexts.astype(jnp.float64)
-        f = x @ state.theta
+        if compact:
+            x = disjoint.compact(contexts, k).astype(jnp.float64)
+            f = jnp.sum(x * state.theta.reshape(k, d_row), axis=1)
+        else:
+            x = contexts.astype(jnp.float64)
+            f = x @ state.theta
         dtilde = state.logdet if full else effective_dimension(state.dim, R)
-        widths = mahalanobis_widths(state.design, x) if full else diagonal_widths(state.design, x)
-        sigma = params.nu * factor(params, dtilde) * widths
+        sigma = params.nu * factor(params, dtilde) * arm_widths(state.design, x)
         scores = (jax.nn.sigmoid(f) if score_scale == "prob" else f) + sigma
         arm, probability = choose(key, scores, mask)
         return arm, act_info(scores[arm], sigma[arm], probability)
 
     def update(params, state, key, contexts, arm, feedback, t):
-        x = contexts[arm].astype(jnp.float64)
+        x = (disjoint.compact(contexts, k)[arm] if compact else contexts[arm]).astype(jnp.float64)
+        blocks = state.blocks.at[state.rows.count].set(arm) if compact else state.blocks
         rows = add_row(state.rows, x, arm, feedback.reward, False)
-        theta = jax.lax.cond(t % train_every == 0,
-                             lambda: train(arch, how, state.theta, state.theta, rows, 2.0 * params.lam, params.lr,
-                                           key),
-                             lambda: state.theta)
+
+        def fit():
+            if compact:
+                return disjoint.train(arch, k, how, state.theta, state.theta, rows.x, blocks, rows.y, rows.count,
+                                      2.0 * params.lam, params.lr)
+            return train(arch, how, state.theta, state.theta, rows, 2.0 * params.lam, params.lr, key)
+
+        theta = jax.lax.cond(t % train_every == 0, fit, lambda: state.theta)
         if weighted:  # μ̇(x_tᵀθ_t), after this round's training
-            v = x @ theta
+            v = x @ (theta.reshape(k, d_row)[arm] if compact else theta)
             x_w = jnp.sqrt(jax.nn.sigmoid(v) * jax.nn.sigmoid(-v)) * x
         else:
             x_w = x
+        design = add(state.design, arm, x_w)[0]
         if full:
-            design = gram_update(state.design, x_w)[0]
-            dim, step = gram_update(state.dim, jnp.sqrt(R) * x)
-            return LogisticGDState(theta, rows, design, dim, state.logdet + step)
-        return LogisticGDState(theta, rows, state.design + x_w * x_w, state.dim + x * x, state.logdet)
+            dim, step = add(state.dim, arm, jnp.sqrt(R) * x)
+            return LogisticGDState(theta, rows, design, dim, state.logdet + step, blocks)
+        return LogisticGDState(theta, rows, design, add(state.dim, arm, x)[0], state.logdet, blocks)
 
     return Policy(name, init, act, update, capacity, None, Requirements(reward_range=(0.0, 1.0)))
+
+
+def check_features(config: dict, env, horizon: int, where: str) -> None:
+    """Refuse ``features = "disjoint"`` on an environment whose arms are not disjoint-encoded."""
+    problem = disjoint.problem(env, where) if config.get("features") == "disjoint" else None
+    if problem:
+        raise ConfigError(problem)
 
 
 EXPERIMENT_HYPERS = (
@@ -121,6 +170,9 @@ EXPERIMENT_HYPERS = (
           kind=str, static=True, choices=MATRICES),
     Hyper("score_scale", "prob", "UCB score μ(xᵀθ) + σ (prob) or xᵀθ + σ (latent) (experiment mode)", kind=str,
           static=True, choices=SCORE_SCALES),
+    Hyper("features", "dense", "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
+          "classification env), as the sample and its block, with block-diagonal matrices (disjoint; same "
+          "results, experiment mode)", kind=str, static=True, choices=disjoint.FEATURES),
 )
 """The hyperparameters both baselines gain with experiment mode."""
 EXPERIMENT_ONLY = tuple(h.name for h in EXPERIMENT_HYPERS if h.name != "mode")

@@ -25,6 +25,10 @@ In experiment mode every policy is one composition of the same parts:
   read κ. UCB scores are μ(f) + σ (``score_scale = "prob"``, the default) or f + σ (``"latent"``); TS
   samples N(f, σ²) on the latent scale.
 
+With ``features = "disjoint"`` (disjoint-encoded arms: the real-data figures) the network, its gradients,
+the diagonal designs and the history are computed without the zeros of the encoding
+(:mod:`nlbandit.models.disjoint`); the results are the same up to floating-point summation order.
+
 ν and λ are fixed hyperparameters (the paper grid-searches them over {0.01, 0.1, 1, 10, 100}); S = 1 and
 κ = 10 are plugged in, not estimated (§3.1 item 4).
 """
@@ -41,10 +45,11 @@ import jax.numpy as jnp
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
+from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP, mlp_apply, mlp_grads, mlp_init
 from nlbandit.models.mlp_train import Training, train
-from nlbandit.models.ridge import cholesky_widths, diagonal_widths
+from nlbandit.models.ridge import cholesky_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
 from nlbandit.policies.neural import F32, NEURAL_HYPERS, NeuralSetup, neural_setup
@@ -64,6 +69,8 @@ class NeuralLogState(NamedTuple):
       rows: the history of played contexts and rewards.
       design: (p,) the diagonal D of V or W.
       squares: (p,) G = Σ g_i ⊙ g_i, unweighted (the running effective dimension's).
+      blocks: (capacity,) the played arm of each history row with ``features = "disjoint"`` (the rows then
+        hold the d₀ features of the sample only), (0,) otherwise.
     """
 
     theta: jax.Array
@@ -71,6 +78,7 @@ class NeuralLogState(NamedTuple):
     rows: Rows
     design: jax.Array
     squares: jax.Array
+    blocks: jax.Array
 
 
 class Rule(NamedTuple):
@@ -105,27 +113,32 @@ def effective_dimension(squares: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.sum(jnp.log1p(c * squares))
 
 
-def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", **options) -> Policy:
-    """The policy of ``rule`` (module docstring) on the network and training of ``options``."""
+def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", features: str = "dense",
+               **options) -> Policy:
+    """The policy of ``rule`` (module docstring) on the network and training of ``options``, reading the
+    arms' ``features`` as given or in the compact form of :mod:`nlbandit.models.disjoint`."""
     setup: NeuralSetup = neural_setup(spec, **options)
     setup = setup._replace(how=setup.how._replace(loss="logistic"))
     arch, p = setup.arch, setup.arch.n_params
+    net = disjoint.network(arch, spec.k, setup.how, features)
+    compact = features == "disjoint"
 
     def design_floor(params):
         return params.lam if rule.weighted else params.kappa * params.lam
 
     def init(params, key):
         theta0 = mlp_init(arch, key, setup.init, F32)
-        return NeuralLogState(theta0, theta0, empty_rows(setup.capacity, spec.d, None, F32),
-                              jnp.full((p,), design_floor(params), F32), jnp.zeros((p,), F32))
+        return NeuralLogState(theta0, theta0,
+                              empty_rows(setup.capacity, spec.d // spec.k if compact else spec.d, None, F32),
+                              jnp.full((p,), design_floor(params), F32), jnp.zeros((p,), F32),
+                              jnp.zeros((setup.capacity if compact else 0,), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
         k_z, k_ties = jax.random.split(key)
-        f = mlp_apply(arch, state.theta, contexts)
+        f = net.outputs(state.theta, contexts)
         c = 1.0 / params.kappa if rule.dimension_scale == "kappa" else R
         dtilde = effective_dimension(state.squares, c)
-        sigma = params.nu * rule.factor(params, dtilde) * diagonal_widths(state.design,
-                                                                           mlp_grads(arch, state.theta, contexts))
+        sigma = params.nu * rule.factor(params, dtilde) * net.arm_widths(state.design, state.theta, contexts)
         if rule.sample:
             scores = f + sigma * normal(k_z, f.shape, F32)
         else:
@@ -135,20 +148,22 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", **optio
                              jnp.nan if rule.sample else probability)
 
     def update(params, state, key, contexts, arm, feedback, t):
-        x = contexts[arm]
-        g = mlp_grads(arch, state.theta, x[None])[0]  # at θ_{t−1}, the network that chose x
+        x = net.row(contexts, arm)
+        g = net.played(state.theta, contexts, arm)  # at θ_{t−1}, the network that chose x
+        blocks = state.blocks.at[state.rows.count].set(arm) if compact else state.blocks
         rows = add_row(state.rows, x, arm, feedback.reward.astype(F32), False)
 
         def fit():  # λ‖θ − anchor‖² is ½·(2λ)‖θ − anchor‖² in mlp_train's convention
-            return train(arch, setup.how, state.theta, state.theta0, rows, 2.0 * params.lam, params.lr, key)
+            return net.train(state.theta, state.theta0, rows, blocks, 2.0 * params.lam, params.lr, key)
 
         theta = jax.lax.cond(t % setup.train_every == 0, fit, lambda: state.theta)
         if rule.weighted:  # μ̇(f(x_t; θ_t)), after this round's training
-            f = mlp_apply(arch, theta, x)
+            f = net.output(theta, x, arm)
             weight = jax.nn.sigmoid(f) * jax.nn.sigmoid(-f)
         else:
             weight = 1.0
-        return NeuralLogState(theta, state.theta0, rows, state.design + weight * g * g, state.squares + g * g)
+        return NeuralLogState(theta, state.theta0, rows, net.add(state.design, g, arm, weight),
+                              net.add(state.squares, g, arm, 1.0), blocks)
 
     def healthy(state):
         return jnp.all(jnp.isfinite(state.theta))
@@ -288,6 +303,9 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
     arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"],
                "ntk" if theory else config["output_scale"])
     problem = arch.check("symmetric" if theory else config["init"], where)
+    if not problem and config["features"] == "disjoint":
+        problem = (f"{where}: field 'features' = 'disjoint' does not take duplicate = true" if config["duplicate"]
+                   else disjoint.problem(env, where))
     if problem:
         raise ConfigError(problem)
     if theory and 8 * arch.n_params**2 > THEORY_MATRIX_LIMIT:
@@ -297,7 +315,7 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
 
 
 _EXPERIMENT_ONLY = ("nu", "lr", "init", "output_scale", "anchor", "reg_scale", "reduction", "from_init",
-                    "train_every", "score_scale")
+                    "train_every", "score_scale", "features")
 
 
 def _finalize(values: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +346,9 @@ _OWN = (
     Hyper("s", 1.0, "S, the parameter-norm bound plugged into the bonus (spec 001 §3.5: 1)", low=0.0, low_open=True),
     Hyper("score_scale", "prob", "UCB score μ(f) + σ (prob) or f + σ (latent); TS samples on the latent scale",
           kind=str, static=True, choices=SCORE_SCALES),
+    Hyper("features", "dense", "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
+          "classification env), as the sample and its block (disjoint: nothing of size d₀K per arm, "
+          ":mod:`nlbandit.models.disjoint`; same results)", kind=str, static=True, choices=disjoint.FEATURES),
     Hyper("mode", "experiment", "the paper's practical adjustments (experiment, spec 001 §3) or the algorithms as "
           "written (theory, §2: full matrices, for small p)", kind=str, static=True, choices=MODES),
     Hyper("delta", 0.05, "confidence level δ (theory mode)", low=0.0, high=1.0, low_open=True, high_open=True),
