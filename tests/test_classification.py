@@ -153,7 +153,21 @@ def test_a_case_whose_data_set_is_absent_is_reported_and_the_others_run(toy, cap
     assert code == 0 and "not run: case 'gone'" in out.err
     assert "PASS         fine" in out.out and "NOT CHECKED  needs-absent" in out.out
     report = (toy / "rep" / "exp.md").read_text()
-    assert "**Not run, data set not available:** case `gone`" in report and "toy3: 40 rows" in report
+    assert "**Not run:** case `gone`: data set not available" in report and "toy3: 40 rows" in report
+
+
+def test_cases_option_runs_the_named_cases_only_and_leaves_the_claims_on_the_others_unchecked(toy, capsys):
+    path = toy / "exp.toml"
+    path.write_text(EXPERIMENT.replace('dataset = "absent"', 'dataset = "cats"')
+                    + '[scales.full]\ncases = ["gone"]\n')  # --cases overrides the scale's own list
+    code = main(["check", str(path), "--scale", "full", "--cases", "here", "--db", str(toy / "r.duckdb"), "--out",
+                 str(toy / "rep"), "--no-progress"])
+    out = capsys.readouterr()
+    assert code == 0 and "not run: case 'gone': not selected: --cases here" in out.err
+    assert "PASS         fine" in out.out and "NOT CHECKED  needs-absent" in out.out
+    assert "**Not run:** case `gone`: not selected" in (toy / "rep" / "exp.md").read_text()
+    assert main(["check", str(path), "--cases", "here,nope", "--db", str(toy / "r.duckdb")]) == 2
+    assert "--cases must name [[env]] cases" in capsys.readouterr().err
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Command line: ``nlbandit run|report|check|results|list|data``.
 
-* ``nlbandit run FILE [--scale quick|full] [--seeds N]``: simulate the missing runs into the results
+* ``nlbandit run FILE [--scale quick|full] [--seeds N] [--cases A,B]``: simulate the missing runs into the results
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                        "after the other, with a summary of times and verdicts")
         c.add_argument("--scale", choices=("quick", "full"), default="quick", help="experiment scale (default quick)")
         c.add_argument("--seeds", type=int, default=None, help="override the number of repetitions")
+        c.add_argument("--cases", default=None, metavar="NAME[,NAME...]",
+                       help="run only these [[env]] cases (the others are reported as not run and the claims "
+                       "reading them are not checked)")
         c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                        help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
         c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
@@ -189,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
         files = _experiment_files(args.file)
         _fetch_wheels(files)
-        experiments = [(f, load_experiment(f, args.scale, args.seeds)) for f in files]  # all valid before any runs
+        cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
+        experiments = [(f, load_experiment(f, args.scale, args.seeds, cases)) for f in files]  # all valid first
         outs = [_report_dir(args, exp) for _, exp in experiments]
         _check_reports(experiments, outs)
     except (ConfigError, OSError) as e:  # OSError: a path that cannot even be inspected (no permission)

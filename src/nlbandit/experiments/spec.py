@@ -508,8 +508,11 @@ def _at_most(value: int, limit: int, name: str, why: str, where: str) -> None:
         raise ConfigError(f"{where}: field '{name}' = {value} is more than {limit} ({why})")
 
 
-def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None) -> Experiment:
-    """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count.
+def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None,
+                    cases: list[str] | None = None) -> Experiment:
+    """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count, ``cases``
+    the [[env]] cases the scale runs (the others are reported as not run, and the claims that read them are
+    not checked).
 
     Raises:
       ConfigError: naming the field and what is allowed, before anything is computed; also when the path
@@ -537,11 +540,12 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         if s not in SCALES:
             raise ConfigError(f"{where}: field 'scales.{s}' is not a scale; allowed: {', '.join(SCALES)}")
         overrides = dict(_table(overrides, f"{where}: field 'scales.{s}'"))
-        cases = overrides.pop("cases", None)
-        if cases is not None and (not isinstance(cases, list) or not cases or not all(isinstance(c, str) for c in cases)):
+        listed = overrides.pop("cases", None)
+        if listed is not None and (not isinstance(listed, list) or not listed
+                                   or not all(isinstance(c, str) for c in listed)):
             raise ConfigError(f"{where}: field 'scales.{s}.cases' must be a non-empty list of [[env]] case names, "
-                              f"got {cases!r}")
-        scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": cases}
+                              f"got {listed!r}")
+        scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": listed}
     chosen = scales.get(scale, {})
     horizon = chosen.get("horizon") or top["horizon"]
     n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
@@ -570,7 +574,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
             except DataError as e:  # a real data set that is not in the cache: the other cases still run
                 if name is None or varying:
                     raise ConfigError(str(e)) from None
-                missing[name] = str(e)
+                missing[name] = f"data set not available: {e}"
     if len(set(every_case)) < len(every_case):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
     names = {dict(case).get("case") for _, case in env_cases} | set(missing)
@@ -580,6 +584,14 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
             raise ConfigError(f"{where}: field 'scales.{s}.cases' names {unknown[0]!r}, not an [[env]] case; cases: "
                               + ", ".join(sorted(n for n in names if n is not None)))
     scale_cases = chosen.get("cases")  # the cases run at this scale (all when None)
+    if cases is not None:
+        unknown = [c for c in cases if c not in names]
+        if unknown or not cases:
+            raise ConfigError(f"--cases must name [[env]] cases of {where}, got {unknown[0] if unknown else 'none'!r}; "
+                              "cases: " + ", ".join(sorted(n for n in names if n is not None)))
+        scale_cases = list(cases)
+        for name in sorted(n for n in names - set(cases) - set(missing) if n is not None):
+            missing[name] = f"not selected: --cases {','.join(cases)} ran the others only"
 
     tune = _tune(raw, scales, scale, top, seeds, where)
     tunings: list[Tuning] = []

@@ -408,13 +408,14 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
 
 
 def _data_lines(exp: Experiment, envs) -> list[str]:
-    """The real data sets the runs used (version and size) and the cases not run for want of one."""
+    """The real data sets the runs used (version and size) and the cases not run (for want of a data set, or
+    left out by ``--cases``)."""
     from nlbandit.data.sources import load
 
     names = sorted({c["dataset"] for c in envs if "dataset" in c})
     lines = ["", "Data sets: " + "; ".join(load(n).describe() for n in names) + "."] if names else []
     if exp.missing:
-        lines += ["", "**Not run, data set not available:** " + "; ".join(
+        lines += ["", "**Not run:** " + "; ".join(
             f"case `{case}`: {why}" for case, why in exp.missing.items())]
     return lines
 
