@@ -8,8 +8,8 @@ from scipy import stats
 
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.claims import (ClaimResult, Timing, _median_rank, evaluate_claim, t_quantile_975,
-                                         traced_text)
+from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, _median_rank, evaluate_claim,
+                                         t_quantile_975, traced_text)
 from nlbandit.experiments.spec import load_experiment
 from nlbandit.report.build import claim_verdict
 
@@ -205,6 +205,29 @@ def test_at_least_counts_three_valued_truths():
                 "at_least(1, regret('A'))"):
         with pytest.raises(ConfigError):
             evaluate(bad, final)
+
+
+def test_a_claim_over_a_case_not_run_is_decided_only_when_the_other_cases_decide_it():
+    rng = np.random.default_rng(3)
+    base = rng.normal(100, 30, 10)
+    final = {"A": base, "B": base + 5 + rng.normal(0, 0.5, 10)}  # A < B resolved
+
+    def curves(label, case):
+        if case.get("case") == "gone":
+            raise MissingCase("gone")
+        return curves_of(final)(label, case)
+
+    def judge(check):
+        return evaluate_claim(check, curves, 100)[0]
+
+    gone_true = "paired('A', 'B', case='gone') < 0"
+    assert judge(f"at_least(2, paired('B', 'A') < 0, {gone_true}, regret('A') > 10 ** 6)") is False
+    assert judge(f"at_least(2, paired('A', 'B') < 0, {gone_true}, regret('A') > 10 ** 6)") is None
+    assert judge(f"at_least(1, paired('A', 'B') < 0, {gone_true})") is True
+    assert judge(f"paired('A', 'B') < 0 or {gone_true}") is True
+    assert judge(f"paired('B', 'A') < 0 and lower(paired('A', 'B', case='gone')) <= 0") is False
+    assert judge("regret('A', case='gone') <= 2 * regret('B') + 1") is None
+    assert judge("-regret('A', case='gone') < 0 or not regret('B', case='gone') > 1") is None
 
 
 def test_lower_and_upper_read_a_paired_interval():

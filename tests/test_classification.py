@@ -137,6 +137,11 @@ check = "regret('uniform', case='here') <= T"
 name = "needs-absent"
 text = "reads the absent one"
 check = "regret('uniform', case='gone') <= T and regret('uniform', case='here') <= T"
+[[claims]]
+name = "decided-without"
+text = "false on the case that ran, whatever the absent one gives"
+check = "regret('uniform', case='here') > T and regret('uniform', case='gone') <= T"
+expect = "fail"
 """
 
 
@@ -146,12 +151,13 @@ def test_a_case_whose_data_set_is_absent_is_reported_and_the_others_run(toy, cap
     exp = load_experiment(path)
     assert list(exp.missing) == ["gone"] and "download absent.csv" in exp.missing["gone"]
     assert [(r.label, dict(r.case)["case"]) for r in exp.runs] == [("uniform", "here")]
-    assert [bool(c.missing) for c in exp.claims] == [False, True]
+    assert [bool(c.missing) for c in exp.claims] == [False, True, True]
     code = main(["check", str(path), "--scale", "full", "--db", str(toy / "r.duckdb"), "--out", str(toy / "rep"),
                  "--no-progress"])
     out = capsys.readouterr()
     assert code == 0 and "not run: case 'gone'" in out.err
     assert "PASS         fine" in out.out and "NOT CHECKED  needs-absent" in out.out
+    assert "fails, as documented (expected) decided-without" in out.out and "decided without the cases not run" in out.out
     report = (toy / "rep" / "exp.md").read_text()
     assert "**Not run:** case `gone`: data set not available" in report and "toy3: 40 rows" in report
 

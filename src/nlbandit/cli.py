@@ -307,7 +307,7 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
     command = f"nlbandit report {path} --scale {args.scale}" + (
-        f" --seeds {args.seeds}" if args.seeds else "") + f" --out {out}"
+        f" --seeds {args.seeds}" if args.seeds else "") + (f" --cases {args.cases}" if args.cases else "") + f" --out {out}"
     log = (lambda msg: print(msg, file=sys.stderr))
     print(f"== {path}", flush=True)
     for case, why in exp.missing.items():

@@ -49,6 +49,11 @@ Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``ev
   fewer than n are true or undetermined, undetermined otherwise;
 * ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
 
+A call that reads a case that was not run (its data set is missing, or ``--cases`` left it out) has an
+unknown value: arithmetic on it stays unknown and a comparison with it is undetermined, so such a claim is
+decided (and reported with the cases it did without) only when its other parts decide it — ``at_least(4, …)``
+over six cases fails when three of the cases that ran are already false — and is NOT CHECKED otherwise.
+
 A claim's value is a truth: True, False, or undetermined (None). Ordinary comparisons are two-valued;
 ``and``/``or``/``not`` follow Kleene's three-valued logic (``None and False`` is False, ``None or True``
 is True, otherwise an undetermined operand leaves the result undetermined). ``nlbandit check`` reports
@@ -292,6 +297,22 @@ def value_at(rounds: np.ndarray, cum: np.ndarray, t: float | None) -> np.ndarray
     return np.zeros(cum.shape[0]) if i < 0 else cum[:, i]
 
 
+class MissingCase(Exception):
+    """Raised by a ``curves`` callback for a case that was not run (its data set is not available, or
+    ``--cases`` left it out): the call that read it has an unknown value."""
+
+
+class _Unknown:
+    """The value of a call that reads a case that was not run: arithmetic on it stays unknown, a comparison
+    with it is undetermined, so a claim is decided only when its other parts decide it."""
+
+    def __repr__(self) -> str:
+        return "unknown"
+
+
+UNKNOWN = _Unknown()
+
+
 class _Evaluator:
     def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]]):
         self.curves, self.horizon, self.grid = curves, horizon, grid
@@ -307,10 +328,16 @@ class _Evaluator:
         if isinstance(node, ast.Name) and node.id == "T":
             return self.horizon
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a, b = (_number(self(x), f"{ast.unparse(node)!r}", interval=True) for x in (node.left, node.right))
+            operands = [self(x) for x in (node.left, node.right)]
+            if UNKNOWN in operands:
+                return UNKNOWN
+            a, b = (_number(x, f"{ast.unparse(node)!r}", interval=True) for x in operands)
             return _BINOPS[type(node.op)](a, b)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return _scale(_number(self(node.operand), f"{ast.unparse(node)!r}", interval=True), -1.0)
+            operand = self(node.operand)
+            if operand is UNKNOWN:
+                return UNKNOWN
+            return _scale(_number(operand, f"{ast.unparse(node)!r}", interval=True), -1.0)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             v = self._truth(self(node.operand))
             return None if v is None else not v
@@ -321,7 +348,7 @@ class _Evaluator:
             left, outcomes = self(node.left), []
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
-                outcomes.append(_compare(op, left, right))
+                outcomes.append(None if UNKNOWN in (left, right) else _compare(op, left, right))
                 left = right
             return _kleene_and(outcomes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -333,14 +360,25 @@ class _Evaluator:
         """``value`` as a three-valued truth (None: undetermined); a ConfigError unless it is one."""
         if value is None or isinstance(value, bool):
             return value
+        if value is UNKNOWN:
+            return None
         if isinstance(value, Interval):
             raise ConfigError("a paired() interval is not a truth value; compare it with a number")
         raise ConfigError(f"{value!r} is not a truth value; a claim is a comparison such as regret('A') <= 100")
 
-    def _call(self, node: ast.Call) -> float:
+    def _call(self, node: ast.Call) -> Any:
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
+        if name != "at_least" and UNKNOWN in args + list(kwargs.values()):
+            return UNKNOWN
+        try:
+            return self._known_call(node, name, args, kwargs)
+        except MissingCase:
+            return UNKNOWN
+
+    def _known_call(self, node: ast.Call, name: str, args: list, kwargs: dict) -> Any:
+        """The value of call ``node`` (function ``name``) with its evaluated arguments."""
         if name == "paired" and len(args) == 2 and all(isinstance(a, str) for a in args):
             t, stat = kwargs.pop("t", None), kwargs.pop("stat", "mean")
             if stat not in ("mean", "median"):
@@ -490,9 +528,10 @@ class ClaimResult:
 def traced_text(text: str, value: float) -> str:
     """One traced call as reports print it: ``regret('A') = 12.30``, or a ``paired(...)`` call's own text,
     which already carries its mean and interval (it ends in `` (95% CI)``; a plain call ends with its
-    closing parenthesis, whatever its labels hold), or an ``at_least(...)`` count's own text; a ``reward(...)``
+    closing parenthesis, whatever its labels hold), or an ``at_least(...)`` count's or a "decided without" note's
+    own text; a ``reward(...)``
     (a rate, often below 0.01) with four decimals."""
-    if text.endswith(" (95% CI)") or text.startswith("at_least("):
+    if text.endswith(" (95% CI)") or text.startswith(("at_least(", "decided without ")):
         return text
     return f"{text} = {value:.4f}" if text.startswith("reward(") else f"{text} = {value:.2f}"
 

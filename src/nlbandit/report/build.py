@@ -20,8 +20,8 @@ from scipy import stats
 
 from nlbandit import __version__
 from nlbandit.envs.registry import make_env
-from nlbandit.experiments.claims import (ClaimResult, Timing, evaluate_claim, grid_values, run_selector,
-                                         traced_text, value_at)
+from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
+                                         run_selector, traced_text, value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
@@ -95,22 +95,26 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
     by_id = {row.run.run_id: row for row in rows}
 
     def curves(label: str, case: dict[str, Any], metric: str = "regret"):
+        if case.get("case") in exp.missing:
+            raise MissingCase(case["case"])
         row = by_id[select(label, case).run_id]
         return row.stored.rounds, row.stored.cum_regret if metric == "regret" else row.stored.curves[metric], row.timing()
 
     out = []
     for c in exp.claims:
-        if c.missing:
+        holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
+        if c.missing and holds is None:  # not decided by the cases that ran
             out.append(ClaimResult(c.name, c.text, c.check, c.expect, None, [], c.kind, c.missing))
             continue
-        holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
+        if c.missing:
+            values.append((f"decided without the cases not run ({c.missing})", float("nan")))
         out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values, c.kind))
     return out
 
 
 def claim_verdict(c: ClaimResult) -> str:
-    """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), NOT CHECKED (it reads a case whose data set is
-    not available), or the expected-failure variants."""
+    """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), NOT CHECKED (it reads a case that was not run
+    and the cases that ran do not decide it), or the expected-failure variants."""
     if c.missing:
         return "NOT CHECKED"
     if c.holds is None:
