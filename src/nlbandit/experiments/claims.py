@@ -329,7 +329,7 @@ class _Evaluator:
             return self.horizon
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             operands = [self(x) for x in (node.left, node.right)]
-            if UNKNOWN in operands:
+            if any(x is UNKNOWN for x in operands):
                 return UNKNOWN
             a, b = (_number(x, f"{ast.unparse(node)!r}", interval=True) for x in operands)
             return _BINOPS[type(node.op)](a, b)
@@ -348,7 +348,7 @@ class _Evaluator:
             left, outcomes = self(node.left), []
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
-                outcomes.append(None if UNKNOWN in (left, right) else _compare(op, left, right))
+                outcomes.append(None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right))
                 left = right
             return _kleene_and(outcomes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -370,7 +370,7 @@ class _Evaluator:
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
-        if name != "at_least" and UNKNOWN in args + list(kwargs.values()):
+        if name != "at_least" and any(a is UNKNOWN for a in [*args, *kwargs.values()]):
             return UNKNOWN
         try:
             return self._known_call(node, name, args, kwargs)
