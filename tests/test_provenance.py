@@ -84,6 +84,21 @@ def test_editing_one_policy_recomputes_its_runs_only(tmp_path, experiment_file):
     assert _run(src, exp, db) == 1  # only the GLM policy's run is recomputed
 
 
+def test_package_reexports_are_not_hashed_but_its_other_statements_are(tmp_path, experiment_file):
+    """Exporting another name from the package root (an import, ``__all__``, the docstring) recomputes nothing;
+    a statement that runs on import (here a configuration call) recomputes every run."""
+    src = _package_copy(tmp_path)
+    exp, db = experiment_file(EXPERIMENT), tmp_path / "r.duckdb"
+    assert _run(src, exp, db) == 3
+    root = src / "nlbandit" / "__init__.py"
+    text = root.read_text()
+    root.write_text(text.replace('"""nlbandit:', '"""nlbandit (edited):', 1).replace(
+        "__all__ = [", "from nlbandit.store import Store  # noqa: E402\n\n__all__ = [\n    \"Store\","))
+    assert _run(src, exp, db) == 0
+    root.write_text(root.read_text() + "\n_jax.config.update(\"jax_default_matmul_precision\", \"highest\")\n")
+    assert _run(src, exp, db) == 3
+
+
 def test_stale_runs_are_listed_and_pruned(tmp_path):
     with Store(tmp_path / "r.duckdb") as store:
         rows, ident = STORED, IDENTITY

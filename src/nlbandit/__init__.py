@@ -21,6 +21,7 @@ import jax as _jax  # noqa: E402
 
 _jax.config.update("jax_enable_x64", True)
 
+from nlbandit.agent import Agent, Decision  # noqa: E402
 from nlbandit.core.simulate import SimResult, simulate  # noqa: E402
 from nlbandit.core.types import Env, Feedback, Policy, ProblemSpec  # noqa: E402
 from nlbandit.envs.registry import make_env  # noqa: E402
@@ -29,6 +30,8 @@ from nlbandit.policies.registry import make_policy  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "Decision",
     "Env",
     "Feedback",
     "Policy",

@@ -73,6 +73,22 @@ def _parser() -> argparse.ArgumentParser:
                           "classes, provenance).")
     data.add_argument("action", choices=("list", "path", "fetch", "info"))
     data.add_argument("name", nargs="?", default=None, help="data set (fetch, info)")
+    srv = sub.add_parser("serve", help="serve an online agent over HTTP, its state durable in a folder",
+                         description="Serve an online agent (decide / reward / decide_batch / health / metrics) "
+                         "over HTTP. The folder keeps its configuration, write-ahead journal and snapshots: a "
+                         "restart (even after kill -9) resumes where it stopped. Give --policy, --d, --k and "
+                         "--horizon to create a new folder; an existing one needs none of them.")
+    srv.add_argument("folder", type=Path, help="state folder (created if it does not exist)")
+    srv.add_argument("--policy", default=None, help="registered policy name (nlbandit list policies)")
+    srv.add_argument("--d", type=int, default=None, help="feature dimension of an arm")
+    srv.add_argument("--k", type=int, default=None, help="the most arms offered in a round")
+    srv.add_argument("--horizon", type=int, default=None, help="decisions the agent is built for")
+    srv.add_argument("--seed", type=int, default=0, help="seed of the agent's random streams (default 0)")
+    srv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a policy hyperparameter (VALUE as in TOML: 0.1, 25, \"history\", true); repeatable")
+    srv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots")
     lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
     lst.add_argument("what", nargs="?", choices=("policies", "envs", "streams", "learners", "experiments"),
                      default=None)
@@ -185,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         return _results(args.action, args.db)
     if args.command == "data":
         return _data(args.action, args.name)
+    if args.command == "serve":
+        return _serve(args)
     try:
         from nlbandit.experiments.spec import load_experiment
 
@@ -224,6 +242,36 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{str(path):<{width}} {seconds:>9.1f}  {counts}")
         print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s)")
     return status
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``nlbandit serve``: the service of a state folder (created from the flags when new)."""
+    import tomllib
+
+    from nlbandit.service.app import agent_config, serve
+
+    try:
+        given = [args.policy, args.d, args.k, args.horizon]
+        config = None
+        if any(v is not None for v in given) or args.set:
+            if any(v is None for v in given):
+                raise ConfigError("serve: a new agent needs all of --policy, --d, --k and --horizon")
+            hyper = {}
+            for item in args.set:
+                name, sep, value = item.partition("=")
+                if not sep or not name.strip():
+                    raise ConfigError(f"serve: --set {item!r}: expected NAME=VALUE")
+                try:
+                    hyper[name.strip()] = tomllib.loads(f"v = {value}")["v"]
+                except tomllib.TOMLDecodeError:
+                    raise ConfigError(f"serve: --set {item!r}: VALUE must be a TOML value (0.1, 25, \"text\", "
+                                      "true)") from None
+            config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed, **hyper)
+        serve(args.folder, config, args.host, args.port, args.snapshot_every)
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _fetch_wheels(files: list[Path]) -> None:

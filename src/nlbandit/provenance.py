@@ -14,7 +14,10 @@ Rules of the closure:
   or ``nlbandit.a``, recursively; imports inside functions count as well;
 * a package's ``__init__.py`` is hashed whenever a module inside it is (importing the module runs it,
   e.g. the package root turns on 64-bit JAX), but its own imports are *not* followed: they are
-  re-exports, and following them would pull the whole package into every closure;
+  re-exports, and following them would pull the whole package into every closure. For the same reason
+  its re-exports are not hashed either: the file is hashed without its docstring, its imports of
+  ``nlbandit`` modules and its ``__all__`` (:func:`_source`), so exporting a new name recomputes nothing,
+  while every other statement (a flag, a configuration call) counts;
 * the versions of ``jax`` and ``jaxlib``, and the ``XLA_FLAGS`` in effect, are part of the hash: the same
   source can compile to different floating-point results under another XLA or other compiler options.
 """
@@ -87,11 +90,33 @@ def _toolchain() -> str:
     return ";".join(versions + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
 
 
+def _source(path: Path) -> bytes:
+    """What of file ``path`` is hashed: a module's bytes; a package ``__init__``'s statements other than its
+    docstring, its imports of ``nlbandit`` modules and its ``__all__`` (module docstring), as their AST."""
+    data = path.read_bytes()
+    if path.name != "__init__.py":
+        return data
+    tree = ast.parse(data)
+
+    def kept(i: int, node: ast.stmt) -> bool:
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return False  # the docstring
+        if isinstance(node, ast.ImportFrom):
+            return node.level == 0 and (node.module or "").split(".")[0] != PACKAGE
+        if isinstance(node, ast.Import):
+            return not all(a.name.split(".")[0] == PACKAGE for a in node.names)
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        return not (len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "__all__")
+
+    tree.body = [node for i, node in enumerate(tree.body) if kept(i, node)]
+    return ast.dump(tree).encode()
+
+
 @lru_cache(maxsize=None)
 def _code_hash(roots: tuple[str, ...], shallow: tuple[str, ...]) -> str:
     h = hashlib.sha256(_toolchain().encode())
     for name in sorted(set(module_closure(roots)) | {m for m in shallow if _module_file(m) is not None}):
-        h.update(b"\0" + name.encode() + b"\0" + _module_file(name).read_bytes())
+        h.update(b"\0" + name.encode() + b"\0" + _source(_module_file(name)))
     return h.hexdigest()[:16]
 
 

@@ -203,8 +203,8 @@ def simulate(
     env: Env,
     policy: Policy,
     params: Any,
-    horizon: int,
-    seeds,
+    horizon: int | None = None,
+    seeds=None,
     *,
     grid: bool = False,
     chunk_size: int = 1000,
@@ -222,8 +222,8 @@ def simulate(
         to the record, :attr:`Policy.params_type`); with ``grid=True`` every leaf has a leading axis G
         and the grid points are run side by side (common random numbers: all see the same instances and
         noise).
-      horizon: number of rounds T ≥ 1.
-      seeds: integer seeds, one per repetition.
+      horizon: number of rounds T ≥ 1; omitted, the horizon the policy was built for (its ``spec``).
+      seeds: integer seeds, one per repetition (required).
       chunk_size: rounds per compiled chunk (progress and checkpoints advance per chunk).
       max_points: curves are kept at at most about this many rounds (final values always exact).
       progress: show a progress bar when stderr is a terminal (a string is used as its description).
@@ -247,6 +247,12 @@ def simulate(
     def integer(value: Any) -> bool:
         return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
+    if horizon is None:
+        if policy.spec is None or not policy.spec.horizon:
+            raise ValueError("horizon: give the number of rounds (the policy was not built for one)")
+        horizon = policy.spec.horizon
+    if seeds is None:
+        raise ValueError("seeds must be given: a sequence of integer seeds, one per repetition")
     if not integer(horizon) or not 1 <= horizon <= 2**31 - 1:
         raise ValueError(f"horizon must be an integer in [1, 2**31 - 1] (the engine's int32 rounds), got {horizon!r}")
     for name, value in (("chunk_size", chunk_size), ("max_points", max_points)):

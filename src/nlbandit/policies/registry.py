@@ -85,14 +85,28 @@ def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str 
     return config
 
 
-def make_policy(name: str, spec: ProblemSpec, **hyperparameters: Any) -> tuple[Policy, Any]:
+def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
+                **hyperparameters: Any) -> tuple[Policy, Any]:
     """Construct a registered policy; return it with its ``params``: its typed record of traced
     hyperparameters (float64 scalars; :mod:`nlbandit.core.params`), e.g. ``params.sigma_r``. Replace a value
     with ``params._replace(sigma_r=0.2)``; a grid is a record of equal-length arrays.
 
-    Example: ``policy, params = make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
+    ``spec`` gives the sizes (d, K, horizon), or is the environment the policy will run on: then d and K are
+    the environment's, ``horizon`` (T) is required, and the policy is checked against the environment exactly
+    as an experiment file's is (its family's checks, :func:`check_policy_env`; ``link = "env"`` takes the
+    environment's link), so what the command line refuses, this refuses too.
+
+    Examples: ``make_policy("lin-es", env, horizon=10_000, m=25)``;
+    ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
     config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'")
+    if isinstance(spec, Env):
+        if horizon is None:
+            raise ConfigError(f"policy '{name}': built for an environment, it needs horizon=T (the rounds it will run)")
+        config = check_policy_env(config, spec, horizon, f"policy '{name}'")
+        return build_policy(config, ProblemSpec(spec.spec.d, spec.spec.k, horizon))
+    if horizon is not None and horizon != spec.horizon:
+        raise ConfigError(f"policy '{name}': horizon={horizon} differs from the ProblemSpec's {spec.horizon}; give it once")
     if config.get("link") == "env":
         raise ConfigError(f"policy '{name}': field 'link' 'env' takes the link from an experiment file's "
                           "environment; give the link here")

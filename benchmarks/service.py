@@ -1,0 +1,151 @@
+"""``nlbandit serve`` under load on loopback, and a kill -9 in the middle of it.
+
+Run: ``python benchmarks/service.py [--policy lin-ucb] [--clients 8] [--rounds 400] [--kill-after 1.0]``
+(needs the ``serve`` extra and httpx2, both in the ``test`` extra).
+
+1. Load. A fresh service (d = 20, K = 50, journal and snapshots in a temporary folder) and ``--clients``
+   concurrent clients, each playing ``--rounds`` rounds of ``POST /decide`` then ``POST /reward`` for the
+   decision it got, as fast as the service answers. Printed: requests per second sustained, and the p50
+   and p99 latency per request as the clients saw it (HTTP, agent, journal sync), separately for decide
+   and reward.
+2. Fault. The same load on a second fresh service, which is killed with SIGKILL ``--kill-after`` seconds
+   in; then it is restarted on its folder, and the script counts: rewards answered 200 before the kill
+   (accepted), rewards the restarted service holds (``/health``; at most one more per client: a reward in
+   flight whose record reached the journal), and it resends every accepted reward: 409 (learnt, not learnt
+   again) is right, 200 (the service had the decision but not the reward) or 404 (not even the decision)
+   means it was lost (must be 0), and a count that grows by more than the 200s means one was applied twice
+   (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import numpy as np
+
+D, K = 20, 50
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(folder: Path, port: int, policy: str) -> subprocess.Popen:
+    """Start ``nlbandit serve`` on ``folder`` and wait until it answers ``/health``."""
+    code = "import sys; from nlbandit.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = [sys.executable, "-c", code, "serve", str(folder), "--port", str(port)]
+    if not (folder / "agent.json").exists():
+        args += ["--policy", policy, "--d", str(D), "--k", str(K), "--horizon", "1000000"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).raise_for_status()
+            return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the service did not start within 120 s")
+
+
+async def client(url: str, rounds: int, seed: int, accepted: list, latency: dict) -> None:
+    """Play ``rounds`` decide + reward rounds; record accepted event ids and latencies."""
+    rng = np.random.default_rng(seed)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        for _ in range(rounds):
+            contexts = (rng.normal(size=(K, D)) / 5).round(6).tolist()
+            t0 = time.perf_counter()
+            r = await c.post("/decide", json={"contexts": contexts})
+            latency["decide"].append(time.perf_counter() - t0)
+            event = r.json()["event_id"]
+            t0 = time.perf_counter()
+            r = await c.post("/reward", json={"event_id": event, "value": float(rng.random() < 0.3)})
+            latency["reward"].append(time.perf_counter() - t0)
+            if r.status_code == 200:
+                accepted.append(event)
+
+
+async def load(url: str, clients: int, rounds: int) -> tuple[list, dict, float]:
+    accepted, latency = [], {"decide": [], "reward": []}
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(client(url, rounds, i, accepted, latency) for i in range(clients)),
+                                   return_exceptions=True)
+    errors = [r for r in results if isinstance(r, Exception)]
+    return accepted, latency, time.perf_counter() - t0 if not errors else -1.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", default="lin-ucb")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=400, help="decide + reward rounds per client")
+    parser.add_argument("--kill-after", type=float, default=1.0, help="seconds of load before SIGKILL (fault)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, port = Path(tmp) / "load", free_port()
+        proc = start(folder, port, args.policy)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            accepted, latency, seconds = asyncio.run(load(url, args.clients, args.rounds))
+        finally:
+            proc.terminate()
+            proc.wait()
+        n = sum(len(v) for v in latency.values())
+        print(f"load: {args.policy}, d = {D}, K = {K}, {args.clients} clients x {args.rounds} rounds: {n} requests "
+              f"in {seconds:.2f} s = {n / seconds:.0f} requests/s")
+        for kind, values in latency.items():
+            ms = np.asarray(values) * 1e3
+            print(f"  {kind:7s} p50 {np.percentile(ms, 50):6.2f} ms   p99 {np.percentile(ms, 99):6.2f} ms")
+
+        folder, port = Path(tmp) / "fault", free_port()
+        proc = start(folder, port, args.policy)
+        url = f"http://127.0.0.1:{port}"
+        accepted = []
+
+        async def until_killed():
+            task = asyncio.ensure_future(client_pool(url, args.clients, accepted))
+            await asyncio.sleep(args.kill_after)
+            os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.gather(task, return_exceptions=True)
+
+        async def client_pool(url, clients, accepted):
+            latency = {"decide": [], "reward": []}
+            await asyncio.gather(*(client(url, 10**6, 100 + i, accepted, latency) for i in range(clients)),
+                                 return_exceptions=True)
+
+        asyncio.run(until_killed())
+        proc.wait()
+        proc = start(folder, port, args.policy)
+        try:
+            with httpx.Client(base_url=url, timeout=30) as c:
+                held = c.get("/health").json()["rewarded"]
+                codes = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
+                after = c.get("/health").json()["rewarded"]
+        finally:
+            proc.terminate()
+            proc.wait()
+        lost, duplicated = codes.count(200) + codes.count(404), (after - held) - codes.count(200)
+        if not 0 <= held - len(accepted) <= args.clients:
+            raise SystemExit(f"FAIL: the service holds {held} rewards for {len(accepted)} accepted")
+        print(f"fault: killed after {args.kill_after:.1f} s of load; {len(accepted)} rewards accepted (200) before "
+              f"the kill; the restarted service holds {held} (the rest: answers cut short by the kill); resending "
+              f"the accepted ones: {codes.count(409)} known and not relearnt (409), lost {lost}, duplicated "
+              f"{duplicated}")
+        if lost or duplicated:
+            raise SystemExit("FAIL: accepted rewards lost or applied twice")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""``nlbandit serve``: an :class:`~nlbandit.agent.Agent` behind an HTTP API, with durable state.
+
+State folder (one per service):
+
+* ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed), written when the folder
+  is created; a later start with another configuration is refused;
+* ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
+  ``decide_batch`` and ``reward``, in the order the agent applied them; a request is answered only after its
+  record is on disk;
+* ``snapshot.npz``: the agent saved (:meth:`~nlbandit.agent.Agent.save`, atomic) every ``snapshot_every``
+  journal records, with the number of records it includes.
+
+Start-up loads the snapshot and replays the journal's later records through the agent. The agent is
+deterministic given its calls, so the replay rebuilds the state the service had; a replayed decision
+must choose the arm the journal recorded, else start-up stops with an error. After ``kill -9`` no accepted
+reward is lost (its record was synced before the reply) and none is applied twice (a client that resends it
+gets 409, the event having been learnt). A request cut short by the crash was never answered; if its record
+reached the file it is replayed, so a resent reward gets 409 and tells the client it counted.
+
+API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input):
+
+* ``POST /decide`` ``{"contexts": [[...] × d] × K, "mask": [bool × K]?}`` → ``{"event_id", "arm",
+  "probability", "method", "score", "bonus"}``;
+* ``POST /decide_batch`` ``{"contexts": [B × K × d], "masks": [B × K]?}`` → ``{"decisions": [...]}``;
+* ``POST /reward`` ``{"event_id", "value", "variance_bound"?}`` or ``{"rewards": [{"event_id", "value",
+  "variance_bound"?}, ...]}`` (all or nothing) → ``{"accepted": n}``; 404 for an event never issued, 409 for
+  one already rewarded;
+* ``GET /health`` → status, policy, rounds, rewards learnt, pending events;
+* ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles.
+
+Requests are served one at a time by the agent (it runs on the event loop between awaits), while their
+journal syncs overlap (group commit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlbandit.agent import Agent, RepeatedReward, UnknownEvent
+from nlbandit.core.hyper import ConfigError
+from nlbandit.service.journal import Journal, decode_array, encode_array
+
+MAX_BODY = 8 * 2**20
+"""Largest request body accepted (bytes); larger ones get 413."""
+
+
+class RequestError(ValueError):
+    """A request the service refuses, with its HTTP status."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def agent_config(policy: str, d: int, k: int, horizon: int, seed: int = 0, **hyperparameters: Any) -> dict[str, Any]:
+    """The configuration ``agent.json`` holds (the arguments of :class:`~nlbandit.agent.Agent`)."""
+    return {"policy": policy, "d": d, "k": k, "horizon": horizon, "seed": seed, "hyperparameters": hyperparameters}
+
+
+class Service:
+    """An agent, its journal and its snapshots in a state folder (module docstring); :meth:`open` builds one."""
+
+    def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int):
+        self.folder, self.agent, self.journal, self.snapshot_every = folder, agent, journal, snapshot_every
+        self._snapshot_at = agent.meta.get("journal_records", 0)
+        self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
+        self.counts: Counter = Counter()
+        self.latency: deque = deque(maxlen=10_000)  # seconds of the last decide requests (agent + sync)
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike, config: dict[str, Any] | None = None,
+             snapshot_every: int = 1000) -> "Service":
+        """The service of ``folder``: created with ``config`` (:func:`agent_config`) when the folder holds
+        none, else recovered from its snapshot and journal (``config``, if given, must equal the stored one).
+
+        Raises:
+          ConfigError: no configuration for a new folder, a configuration that differs from the stored one,
+            an invalid one, or a journal whose replay does not reproduce its decisions.
+        """
+        folder = Path(folder)
+        if not isinstance(snapshot_every, int) or snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be an integer >= 1, got {snapshot_every!r}")
+        stored = folder / "agent.json"
+        if stored.exists():
+            saved = json.loads(stored.read_text())
+            if config is not None and config != saved:
+                raise ConfigError(f"{folder} holds an agent configured as {saved}, not {config}; use another folder")
+            config = saved
+        elif config is None:
+            raise ConfigError(f"{folder} holds no agent: give its policy, d, k and horizon to create one")
+        agent = Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
+                      **config["hyperparameters"])
+        _warm_up(agent.spec, config)
+        if not stored.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = stored.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(config, indent=1))
+            os.replace(tmp, stored)
+        snapshot = folder / "snapshot.npz"
+        if snapshot.exists():
+            agent = Agent.load(snapshot)
+        journal, records = Journal.open(folder / "journal.log")
+        start = agent.meta.get("journal_records", 0)
+        if start > len(records):
+            raise ConfigError(f"{folder}: the snapshot includes {start} journal records but the journal holds "
+                              f"{len(records)}; the journal was truncated or replaced")
+        for i, record in enumerate(records[start:], start + 1):
+            _replay(agent, record, i)
+        return cls(folder, agent, journal, snapshot_every)
+
+    def decide(self, body: Any) -> dict[str, Any]:
+        """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
+        contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
+        decision = self._agent_call(self.agent.decide, contexts, mask)
+        self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
+                      "arm": decision.arm})
+        self.counts["decide"] += 1
+        return _decision_json(decision)
+
+    def decide_batch(self, body: Any) -> dict[str, Any]:
+        """Apply and journal a ``/decide_batch`` request."""
+        contexts, masks = _array(body, "contexts", 3), _optional_mask(body, "masks", 2)
+        decisions = self._agent_call(self.agent.decide_batch, contexts, masks)
+        self._record({"op": "decide_batch", "x": encode_array(contexts),
+                      "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions]})
+        self.counts["decide"] += len(decisions)
+        return {"decisions": [_decision_json(d) for d in decisions]}
+
+    def reward(self, body: Any) -> dict[str, Any]:
+        """Apply and journal a ``/reward`` request (one reward or a batch, all or nothing)."""
+        items = body.get("rewards") if isinstance(body, dict) and "rewards" in body else [body]
+        if not isinstance(items, list) or not items or not all(isinstance(r, dict) for r in items):
+            raise RequestError(400, "'rewards' must be a non-empty list of {\"event_id\", \"value\"} objects")
+        ids, values, bounds = [], [], []
+        for i, r in enumerate(items):
+            where = "" if len(items) == 1 and "rewards" not in body else f"rewards[{i}]."
+            ids.append(_integer(r, "event_id", where))
+            values.append(_number(r, "value", where))
+            bounds.append(None if r.get("variance_bound") is None else _number(r, "variance_bound", where))
+        given = [b is not None for b in bounds]
+        if any(given) and not all(given):
+            raise RequestError(400, "give variance_bound for every reward of a batch or for none")
+        self._agent_call(self.agent.reward, ids, values, bounds if all(given) else None)
+        self._record({"op": "reward", "ids": ids, "values": values, "bounds": bounds if all(given) else None})
+        self.counts["reward"] += len(ids)
+        return {"accepted": len(ids)}
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """Journal a request the agent has applied; if that fails, the agent is ahead of its journal, so the
+        service stops taking requests (a restart recovers the journal's state, without the unanswered one)."""
+        try:
+            self.journal.append(record)
+        except OSError as e:
+            self.failed = f"a journal write failed ({e}); restart the service"
+            raise RequestError(503, self.failed) from None
+
+    def _agent_call(self, fn, *args):
+        if self.failed:
+            raise RequestError(503, self.failed)
+        try:
+            return fn(*args)
+        except UnknownEvent as e:
+            raise RequestError(404, str(e)) from None
+        except RepeatedReward as e:
+            raise RequestError(409, str(e)) from None
+        except (ValueError, TypeError) as e:
+            raise RequestError(400, str(e)) from None
+
+    async def durable(self) -> None:
+        """Wait until every journal record so far is on disk, then take a snapshot if one is due."""
+        await self.journal.durable()
+        if self.journal.records - self._snapshot_at >= self.snapshot_every:
+            self.snapshot()
+
+    def snapshot(self) -> None:
+        """Save the agent with the number of journal records it includes (after syncing those records)."""
+        os.fdatasync(self.journal._fd)
+        self.agent.save(self.folder / "snapshot.npz", meta={"journal_records": self.journal.records})
+        self._snapshot_at = self.journal.records
+
+    def health(self) -> dict[str, Any]:
+        """The agent's status."""
+        a = self.agent
+        return {"status": "failed: " + self.failed if self.failed else "ok", "policy": a.config["name"], "d": a.spec.d, "k": a.spec.k, "rounds": a.rounds,
+                "rewarded": a.rewarded, "pending": len(a.pending)}
+
+    def metrics(self) -> dict[str, Any]:
+        """Request counts by kind and status, journal records, and decide latency percentiles (ms)."""
+        lat = np.sort(np.asarray(self.latency)) * 1e3
+        pct = {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)} if lat.size else {}
+        return {"counts": dict(self.counts), "journal_records": self.journal.records,
+                "decide_latency_ms": {"n": int(lat.size), **pct}}
+
+    def close(self) -> None:
+        """Sync the journal and close it."""
+        self.journal.close()
+
+
+def _warm_up(spec, config: dict[str, Any]) -> None:
+    """Compile the agent's functions on a throwaway agent of the same policy (compiled functions are shared
+    by agents of the same policy and shapes), so that the first request does not wait for compilation."""
+    scratch = Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
+                    **config["hyperparameters"])
+    x = np.zeros((spec.k, spec.d))
+    low, high = scratch.policy.requires.reward_range or (0.0, 0.0)
+    value = min(max(0.0, low), high)
+    bound = 0.0 if scratch.policy.requires.noise_level else None
+    for _ in range(2):
+        try:
+            scratch.reward(scratch.decide(x).event_id, value, bound)
+        except ValueError:
+            return  # a policy that refuses the dummy round compiles on the first request instead
+
+
+def _replay(agent: Agent, record: dict[str, Any], index: int) -> None:
+    """Apply journal record number ``index`` to ``agent`` as the service did."""
+    op = record.get("op")
+    if op == "decide":
+        decision = agent.decide(decode_array(record["x"]), None if record["m"] is None else decode_array(record["m"]))
+        arms = [decision.arm]
+    elif op == "decide_batch":
+        arms = [d.arm for d in agent.decide_batch(decode_array(record["x"]),
+                                                   None if record["m"] is None else decode_array(record["m"]))]
+    elif op == "reward":
+        agent.reward(record["ids"], record["values"], record["bounds"])
+        return
+    else:
+        raise ConfigError(f"journal record {index}: unknown operation {op!r}")
+    expected = record["arms"] if op == "decide_batch" else [record["arm"]]
+    if arms != expected:
+        raise ConfigError(f"journal record {index}: the replayed decision chose arm(s) {arms}, the journal "
+                          f"recorded {expected}; the agent is not the one that wrote the journal (another "
+                          "nlbandit or JAX version?)")
+
+
+def _decision_json(d) -> dict[str, Any]:
+    def num(v: float) -> float | None:
+        return v if math.isfinite(v) else None  # JSON has no NaN
+    return {"event_id": d.event_id, "arm": d.arm, "probability": num(d.probability), "method": d.method,
+            "score": num(d.score), "bonus": num(d.bonus)}
+
+
+def _array(body: Any, name: str, ndim: int) -> np.ndarray:
+    if not isinstance(body, dict) or name not in body:
+        raise RequestError(400, f"the request must be a JSON object with field {name!r}")
+    try:
+        a = np.asarray(body[name], np.float64)
+    except (TypeError, ValueError):
+        raise RequestError(400, f"field {name!r} must be a nested list of numbers ({ndim} levels)") from None
+    if a.ndim != ndim:
+        raise RequestError(400, f"field {name!r} must be a nested list of numbers ({ndim} levels), got {a.ndim}")
+    return a
+
+
+def _optional_mask(body: Any, name: str, ndim: int) -> np.ndarray | None:
+    if body.get(name) is None:
+        return None
+    m = np.asarray(body[name])
+    if m.dtype != bool or m.ndim != ndim:
+        raise RequestError(400, f"field {name!r} must be a nested list of true/false ({ndim} levels)")
+    return m
+
+
+def _integer(r: dict, name: str, where: str) -> int:
+    v = r.get(name)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise RequestError(400, f"field '{where}{name}' must be an integer, got {v!r}")
+    return v
+
+
+def _number(r: dict, name: str, where: str) -> float:
+    v = r.get(name)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        raise RequestError(400, f"field '{where}{name}' must be a finite number, got {v!r}")
+    return float(v)
+
+
+def create_app(service: Service, max_body: int = MAX_BODY):
+    """The ASGI application (Starlette) serving ``service``."""
+    from starlette.applications import Starlette
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def body_of(request: Request) -> Any:
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > max_body):
+            raise RequestError(413, f"request body larger than {max_body} bytes")
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > max_body:
+                raise RequestError(413, f"request body larger than {max_body} bytes")
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RequestError(400, f"the body is not valid JSON: {e}") from None
+
+    def handler(method):
+        async def handle(request: Request) -> JSONResponse:
+            start = time.perf_counter()
+            try:
+                reply = method(await body_of(request))
+                await service.durable()
+            except RequestError as e:
+                service.counts[f"error {e.status}"] += 1
+                return JSONResponse({"error": str(e)}, status_code=e.status)
+            except ClientDisconnect:
+                return JSONResponse({"error": "client disconnected"}, status_code=400)
+            except OSError as e:  # the journal could not be synced: the reply cannot promise durability
+                service.failed = f"a journal sync failed ({e}); restart the service"
+                return JSONResponse({"error": service.failed}, status_code=503)
+            if method == service.decide:
+                service.latency.append(time.perf_counter() - start)
+            return JSONResponse(reply)
+        return handle
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(service.health())
+
+    async def metrics(request: Request) -> JSONResponse:
+        return JSONResponse(service.metrics())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        service.close()
+
+    return Starlette(routes=[Route("/decide", handler(service.decide), methods=["POST"]),
+                             Route("/decide_batch", handler(service.decide_batch), methods=["POST"]),
+                             Route("/reward", handler(service.reward), methods=["POST"]),
+                             Route("/health", health), Route("/metrics", metrics)],
+                     lifespan=lifespan)
+
+
+def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = "127.0.0.1", port: int = 8000,
+          snapshot_every: int = 1000, max_body: int = MAX_BODY) -> None:
+    """Open (or create) the service of ``folder`` and serve it with uvicorn until interrupted."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise ConfigError("nlbandit serve needs starlette and uvicorn: pip install 'nlbandit[serve]' (or -e "
+                          "'.[serve]' in a checkout)") from None
+
+    service = Service.open(folder, config, snapshot_every)
+    print(f"nlbandit serve: {service.agent.config['name']} (d = {service.agent.spec.d}, k = {service.agent.spec.k}), "
+          f"{service.agent.rounds} decisions and {service.agent.rewarded} rewards recovered from {folder}; "
+          f"listening on http://{host}:{port}", flush=True)
+    uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="warning")
+
+
+__all__ = ["MAX_BODY", "RequestError", "Service", "agent_config", "create_app", "serve"]

@@ -1,0 +1,229 @@
+"""The online agent (nlbandit.agent): the simulator's decisions, rewards learnt exactly once and in any order,
+probabilities that are the choice frequencies, save/load round trips, and clear errors."""
+
+from __future__ import annotations
+
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.agent import Agent
+from nlbandit.core.hyper import ConfigError
+from nlbandit.core.keys import round_key, seed_keys
+
+D, K, T = 4, 6, 60
+
+
+def _env(name: str = "logistic"):
+    return nb.make_env(name, d=D, k=K) if name != "logistic" else nb.make_env("logistic", d=D, k=K, theta_norm=2.0)
+
+
+def _play(agent: Agent, env, seed: int, rounds: int, order=None) -> list[int]:
+    """Drive ``agent`` on ``env``'s instance of ``seed`` for ``rounds`` rounds with the simulator's draws;
+    rewards given back at once (``order`` None) or all at the end in ``order``."""
+    keys = seed_keys(jnp.uint32(seed))
+    state = env.reset(keys.env_reset)
+    arms, owed = [], []
+    for t in range(1, rounds + 1):
+        contexts, mask = env.observe(state, round_key(keys.env_observe, t), t)
+        decision = agent.decide(np.asarray(contexts), np.asarray(mask))
+        assert decision.event_id == t
+        reward = float(env.pull(state, round_key(keys.env_pull, t), t, contexts, decision.arm).reward)
+        arms.append(decision.arm)
+        if order is None:
+            agent.reward(decision.event_id, reward)
+        else:
+            owed.append((decision.event_id, reward))
+    if order is not None:
+        ids, values = zip(*[owed[i] for i in order])
+        agent.reward(list(ids), list(values))
+    return arms
+
+
+@pytest.mark.parametrize("name, hyper", [("lin-ucb", {}), ("lin-ts", {}), ("glm-tsl", {"warmup_rounds": 8}),
+                                         ("neural-es", {"width": 6, "steps": 3, "duplicate": True})])
+def test_decisions_equal_the_simulators(name, hyper):
+    env = _env()
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), **hyper)
+    result = nb.simulate(env, policy, params, T, [7])
+    agent = Agent(name, d=D, k=K, horizon=T, seed=7, **hyper)
+    assert _play(agent, env, 7, T) == result.arms[0].tolist()
+
+
+def _leaves_close(a, b, rtol):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-12)
+
+
+def test_delayed_shuffled_rewards_give_the_in_order_state():
+    """Lin-UCB's update is a sum over observations, so it commutes (up to rounding): rewards withheld until
+    the end and then given back shuffled, in one batch, give the state of the same rewards given back in order
+    (both agents decide without feedback in between, so they make the same decisions)."""
+    env = _env("linear")
+    rounds = 40
+    delayed, reference = (Agent("lin-ucb", d=D, k=K, horizon=rounds, seed=1) for _ in range(2))
+    order = np.random.default_rng(0).permutation(rounds)
+    assert _play(delayed, env, 1, rounds, order=order.tolist()) == _play(reference, env, 1, rounds,
+                                                                          order=list(range(rounds)))
+    assert delayed.pending == [] and reference.pending == []
+    _leaves_close(delayed.state, reference.state, rtol=1e-9)
+
+
+def test_each_reward_is_learnt_exactly_once():
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T, seed=0)
+    x = np.random.default_rng(0).normal(size=(K, D))
+    first, second = agent.decide(x), agent.decide(x)
+    agent.reward(first.event_id, 1.0)
+    before = jax.device_get(agent.state)
+    with pytest.raises(ValueError, match="event 1 was already rewarded"):
+        agent.reward(first.event_id, 1.0)
+    with pytest.raises(ValueError, match="event 3 was never issued"):
+        agent.reward(3, 1.0)
+    with pytest.raises(ValueError, match="event 2 was already rewarded"):  # twice in one batch: nothing learnt
+        agent.reward([second.event_id, second.event_id], [0.0, 1.0])
+    with pytest.raises(ValueError, match="finite"):
+        agent.reward(second.event_id, float("nan"))
+    _leaves_close(before, agent.state, rtol=0)
+    assert agent.pending == [second.event_id]
+    agent.reward(second.event_id, 0.0)
+    assert agent.pending == []
+
+
+def test_exact_probabilities_are_the_choice_frequencies_and_sum_to_one():
+    """Lin-ES (m = 5) reports the fraction of its members that choose the arm: on one state and one arm set,
+    decisions with other round keys report the same probability for the same arm, these probabilities sum to
+    one over the arms chosen, and each matches the arm's frequency."""
+    env = _env("linear")
+    agent = Agent("lin-es", d=D, k=K, horizon=3000, seed=3, m=5)
+    _play(agent, env, 3, 10)
+    x = np.random.default_rng(2).normal(size=(K, D))
+    batch = agent.decide_batch(np.repeat(x[None], 2000, axis=0))
+    arms = np.array([d.arm for d in batch])
+    probs = np.array([d.probability for d in batch])
+    assert {d.method for d in batch} == {"exact"}
+    total = 0.0
+    for arm in np.unique(arms):
+        p = probs[arms == arm]
+        assert np.all(p == p[0]), arm
+        freq = np.mean(arms == arm)
+        assert abs(freq - p[0]) <= 5 * np.sqrt(p[0] * (1 - p[0]) / len(arms)) + 1e-3, (arm, freq, p[0])
+        total += p[0]
+    assert abs(total - 1.0) <= 1e-12
+
+
+def test_estimated_probabilities_match_the_choice_frequency():
+    """Lin-TS has no closed-form probability: the agent estimates it by redraws; decisions on the same state
+    and arm set (other round keys) choose the arm at that rate."""
+    env = _env("linear")
+    agent = Agent("lin-ts", d=D, k=K, horizon=500, seed=4, estimate_draws=4000)
+    _play(agent, env, 4, 10)
+    x = np.random.default_rng(5).normal(size=(K, D)) * 0.3
+    batch = agent.decide_batch(np.repeat(x[None], 300, axis=0))
+    assert all(d.method.startswith("estimate: 4000 redraws, se ") for d in batch)
+    arms = np.array([d.arm for d in batch])
+    for arm in np.unique(arms):
+        estimates = np.array([d.probability for d in batch if d.arm == arm])
+        q = estimates.mean()
+        assert np.all(np.abs(estimates - q) <= 6 * np.sqrt(q * (1 - q) / 4000) + 1e-3), arm
+        freq = np.mean(arms == arm)
+        assert abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / len(arms)) + 0.01, (arm, freq, q)
+    assert Agent("lin-ts", d=D, k=K, horizon=T, estimate_draws=0).decide(x).method == "none"
+
+
+def test_decide_batch_equals_repeated_decide():
+    x = np.random.default_rng(0).normal(size=(5, K, D))
+    masks = np.ones((5, K), bool)
+    masks[2, :3] = False
+    one, many = (Agent("lin-ts", d=D, k=K, horizon=T, seed=9, estimate_draws=0) for _ in range(2))
+    singles = [one.decide(xi, mi) for xi, mi in zip(x, masks)]
+    assert many.decide_batch(x, masks) == singles
+    assert singles[2].arm >= 3
+
+
+def test_save_and_load_round_trip(tmp_path):
+    env = _env()
+    agent = Agent("glm-tsl", d=D, k=K, horizon=T, seed=2, warmup_rounds=8, backend="history",
+                  warmup="round-robin")
+    _play(agent, env, 2, 20)
+    x = np.random.default_rng(1).normal(size=(K, D))
+    open_event = agent.decide(x)
+    path = agent.save(tmp_path / "sub" / "agent.npz")
+    assert [p.name for p in path.parent.iterdir()] == ["agent.npz"]  # no temporary file left behind
+    loaded = Agent.load(path)
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b)) and a.dtype == b.dtype
+    assert loaded.pending == [open_event.event_id] and loaded.rounds == agent.rounds
+    for a in (agent, loaded):
+        a.reward(open_event.event_id, 1.0)
+    assert [agent.decide(x) for _ in range(5)] == [loaded.decide(x) for _ in range(5)]
+
+
+def test_load_refuses_truncated_foreign_and_other_version_files(tmp_path):
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T)
+    agent.decide(np.zeros((K, D)))
+    path = agent.save(tmp_path / "a.npz")
+    data = path.read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="not a readable saved agent"):
+        Agent.load(tmp_path / "cut.npz")
+    (tmp_path / "text.npz").write_text("hello")
+    with pytest.raises(ValueError, match="not a readable saved agent"):
+        Agent.load(tmp_path / "text.npz")
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    with pytest.raises(ValueError, match="no saved-agent header"):
+        Agent.load(tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="no file"):
+        Agent.load(tmp_path / "missing.npz")
+    with zipfile.ZipFile(path) as z:
+        arrays = {n.removesuffix(".npy"): np.load(z.open(n)) for n in z.namelist()}
+    header = arrays["header"].tobytes().decode().replace('"version": 1', '"version": 99')
+    np.savez(tmp_path / "v99.npz", **{**arrays, "header": np.frombuffer(header.encode(), np.uint8)})
+    with pytest.raises(ValueError, match="format version 99; this nlbandit reads version 1"):
+        Agent.load(tmp_path / "v99.npz")
+    np.savez(tmp_path / "shape.npz", **{**arrays, "state_0": np.zeros(7)})
+    with pytest.raises(ValueError, match="incompatible version"):
+        Agent.load(tmp_path / "shape.npz")
+
+
+def test_second_agent_of_the_same_shapes_compiles_nothing():
+    x = np.random.default_rng(0).normal(size=(K, D))
+    first = Agent("lin-es", d=D, k=K, horizon=T, seed=0, m=4)
+    first.reward(first.decide(x).event_id, 1.0)
+    act, update = first._programs.act, first._programs.update
+    sizes = act._cache_size(), update._cache_size()
+    second = Agent("lin-es", d=D, k=K, horizon=T, seed=1, m=4, sigma_r=0.3)  # a traced hyperparameter differs
+    second.reward(second.decide(x).event_id, 0.0)
+    assert second._programs.act is act and (act._cache_size(), update._cache_size()) == sizes
+
+
+def test_bad_input_is_refused_with_the_field_named():
+    agent = Agent("glm-ucb", d=D, k=K, horizon=3, warmup_rounds=1, backend="history")
+    x = np.zeros((K, D))
+    with pytest.raises(ValueError, match=r"contexts must have shape \(k, d\) = \(6, 4\)"):
+        agent.decide(np.zeros((K, D + 1)))
+    with pytest.raises(ValueError, match="finite"):
+        agent.decide(np.full((K, D), np.nan))
+    with pytest.raises(ValueError, match="mask offers no arm"):
+        agent.decide(x, np.zeros(K, bool))
+    with pytest.raises(ValueError, match="mask must be a boolean array"):
+        agent.decide(x, np.ones(K))
+    event = agent.decide(x).event_id
+    with pytest.raises(ValueError, match=r"outside \[0.0, 1.0\]"):
+        agent.reward(event, 2.0)
+    with pytest.raises(ValueError, match="omit variance_bound"):
+        agent.reward(event, 1.0, variance_bound=0.5)
+    agent.decide(x), agent.decide(x)
+    with pytest.raises(ValueError, match="history of at most"):
+        agent.decide(x)
+    with pytest.raises(ConfigError, match="'horizon' must be an integer >= 1"):
+        Agent("lin-ucb", d=D, k=K, horizon=0)
+    with pytest.raises(ConfigError, match="unknown"):
+        Agent("lin-ucb", d=D, k=K, horizon=T, bogus=1)
+    with pytest.raises(ConfigError):
+        Agent("no-such-policy", d=D, k=K, horizon=T)

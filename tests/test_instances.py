@@ -1,0 +1,45 @@
+"""Exported instances (nlbandit.instances): the simulator's problem as arrays, and any arm sequence scored on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.instances import Instance, export_instance, replay_arms
+
+
+@pytest.mark.parametrize("env_name", ["linear", "logistic"])
+def test_replaying_a_simulations_arms_gives_its_rewards_and_regret(env_name):
+    """Rewards to the bit; regret to rounding (the means come from another compiled program, where XLA may
+    evaluate the logistic link differently in the last bit)."""
+    env = nb.make_env(env_name, d=4, k=7)
+    policy, params = nb.make_policy("lin-ts", nb.ProblemSpec(4, 7, 250))
+    result = nb.simulate(env, policy, params, 250, [3, 11])
+    for i, seed in enumerate((3, 11)):
+        instance = export_instance(env, seed, 250, {"d": 4, "k": 7}, chunk=100)
+        assert instance.contexts.shape == (250, 7, 4) and instance.rewards.shape == (250, 7)
+        scored = replay_arms(instance, result.arms[i])
+        assert scored["cum_reward"][-1] == result.cum_reward[i, -1]
+        np.testing.assert_allclose(scored["cum_regret"][-1], result.final_regret[i], rtol=1e-12)
+
+
+def test_save_load_round_trip_and_bad_arm_sequences(tmp_path):
+    env = nb.make_env("linear", d=3, k=5)
+    instance = export_instance(env, 0, 40, {"d": 3, "k": 5})
+    loaded = Instance.load(instance.save(tmp_path / "i.npz"))
+    for a, b in zip(instance[:4], loaded[:4]):
+        assert np.array_equal(a, b)
+    assert loaded.state.keys() == instance.state.keys() and loaded.env == {"name": "linear", "d": 3, "k": 5}
+    assert [p.name for p in tmp_path.iterdir()] == ["i.npz"]
+    with pytest.raises(ValueError, match="40 integer arm indices"):
+        replay_arms(instance, np.zeros(39, int))
+    with pytest.raises(ValueError, match=r"lie in 0..4"):
+        replay_arms(instance, np.full(40, 5))
+    masked = instance._replace(mask=instance.mask.copy())
+    masked.mask[6, 2] = False
+    with pytest.raises(ValueError, match="round 7 chose arm 2, which was not available"):
+        replay_arms(masked, np.full(40, 2))
+    (tmp_path / "x.npz").write_text("no")
+    with pytest.raises(ValueError, match="not a saved instance"):
+        Instance.load(tmp_path / "x.npz")
