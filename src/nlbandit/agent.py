@@ -42,7 +42,6 @@ import io
 import json
 import math
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
@@ -51,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
@@ -366,19 +366,7 @@ class Agent:
                   "meta": dict(meta or {}),
                   "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _sync_folder(path.parent)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_npz(path, arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Agent":
@@ -423,20 +411,6 @@ class Agent:
         contexts = arrays.get("pending_contexts")
         agent._pending = {e: (contexts[i], arm) for i, (e, arm) in enumerate(header["pending"])}
         return agent
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (where the platform can open folders)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _plain(a: Any) -> np.ndarray:

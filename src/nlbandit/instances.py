@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nlbandit.atomic import write_npz
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Env
 
@@ -69,16 +69,7 @@ class Instance(NamedTuple):
         arrays = {"contexts": self.contexts, "mask": self.mask, "rewards": self.rewards, "means": self.means,
                   "header": np.frombuffer(json.dumps(header).encode(), np.uint8),
                   **{f"state_{i}": a for i, a in enumerate(self.state.values())}}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez_compressed(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_npz(path, arrays, compress=True)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Instance":
