@@ -183,7 +183,7 @@ class Service:
 
     def snapshot(self) -> None:
         """Save the agent with the number of journal records it includes (after syncing those records)."""
-        os.fdatasync(self.journal._fd)
+        self.journal.sync()
         self.agent.save(self.folder / "snapshot.npz", meta={"journal_records": self.journal.records})
         self._snapshot_at = self.journal.records
 

@@ -100,6 +100,11 @@ class Journal:
                 except OSError:
                     pass  # the waiter that started the sync raises it; this one retries
 
+    def sync(self) -> None:
+        """Put every record written so far on disk now (blocking)."""
+        os.fdatasync(self._fd)
+        self._synced = self._written
+
     def close(self) -> None:
         """Sync and close the file."""
         os.fsync(self._fd)
