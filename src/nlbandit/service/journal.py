@@ -83,22 +83,23 @@ class Journal:
         self._written += 1
 
     async def durable(self) -> None:
-        """Return once every record written so far is on disk (one ``fdatasync`` shared by the waiters)."""
+        """Return once every record written so far is on disk (one ``fdatasync`` shared by the waiters).
+
+        Raises:
+          OSError: the sync covering these records failed (every waiter on it gets the error).
+        """
         target = self._written
         while self._synced < target:
-            if self._sync is None:
-                upto = self._written
-                self._sync = asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
-                try:
-                    await self._sync
-                    self._synced = max(self._synced, upto)
-                finally:
-                    self._sync = None
-            else:
-                try:
-                    await asyncio.shield(self._sync)
-                except OSError:
-                    pass  # the waiter that started the sync raises it; this one retries
+            if self._sync is None or self._sync.done():
+                # A finished sync has already advanced ``_synced`` (or failed: raised below, to every waiter);
+                # records written after it started need a new one. Never re-await a finished sync in this
+                # loop: awaiting a done future does not yield, and the loop would spin with the event loop held.
+                self._sync = asyncio.ensure_future(self._sync_upto(self._written))
+            await asyncio.shield(self._sync)
+
+    async def _sync_upto(self, upto: int) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
+        self._synced = max(self._synced, upto)
 
     def sync(self) -> None:
         """Put every record written so far on disk now (blocking)."""
