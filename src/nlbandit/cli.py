@@ -21,6 +21,7 @@ database).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -61,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
         c.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr "
                        "is not a terminal)")
+        c.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="where batches are computed: this process (default), or Ray workers (the 'ray' "
+                       "extra; runs whose time a claim reads stay in this process)")
+        c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "
+                       "ray://HOST:10001; default $RAY_ADDRESS, else a local cluster on this machine's cores)")
     res = sub.add_parser("results", help="list the stored runs (or prune those computed by code that has changed)",
                          description="List the stored runs with their code hash and whether it is the current "
                          "one; 'prune' deletes the runs whose code hash is not current.")
@@ -204,10 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     try:
+        from nlbandit.experiments.executors import make_executor
         from nlbandit.experiments.spec import load_experiment
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
+        args.executor_object = make_executor(args.executor, args.address)
         files = _experiment_files(args.file)
         _fetch_wheels(files)
         cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -226,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 3 if isinstance(e, StoreBusyError) else 2
     status, summary, start = 0, [], time.perf_counter()
-    with store:
+    with store, contextlib.closing(args.executor_object):
         for (path, exp), out in zip(experiments, outs):
             t0 = time.perf_counter()
             code, verdicts = _run_one(args, path, exp, store, out)
@@ -360,8 +368,10 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     print(f"== {path}", flush=True)
     for case, why in exp.missing.items():
         print(f"not run: case {case!r}: {why}", file=sys.stderr)
-    exp = tune_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
-    run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log)
+    exp = tune_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log,
+                          executor=args.executor_object)
+    run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log,
+                   executor=args.executor_object)
     rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command, exp.tuned)
     if args.command == "run":

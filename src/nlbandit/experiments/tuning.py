@@ -28,6 +28,7 @@ from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import t_quantile_975
+from nlbandit.experiments.executors import Executor, Job, LocalExecutor
 from nlbandit.experiments.runner import batches
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
@@ -52,11 +53,11 @@ class TuningResult:
     chosen: int
 
 
-def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *, progress: bool, chunk_size: int,
-              log: Callable[[str], None]) -> None:
-    """Simulate a batch of tuning runs on their seeds and store them. As
-    :meth:`nlbandit.loops.bandit.BanditLoop.run_batch` without its checkpoints (a tuning batch is short), on
-    the runs' own seeds rather than 0..S−1."""
+def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment, batch: list[RunConfig],
+               tag: str, chunk_size: int) -> None:
+    """Simulate a batch of tuning runs on their seeds and store them (the ``compute`` of a
+    :class:`~nlbandit.experiments.executors.Job`). As :meth:`nlbandit.loops.bandit.BanditLoop.run_batch`
+    without its checkpoints (a tuning batch is short), on the runs' own seeds rather than 0..S−1."""
     first = batch[0]
     env = make_env(**first.env)
     policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
@@ -72,7 +73,8 @@ def _simulate(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *
         if len(batch) > 1:
             log(f"{tag} a point diverged; running the {len(batch)} points one by one")
             for i, run in enumerate(batch, 1):
-                _simulate(exp, store, [run], f"{tag}.{i}", progress=progress, chunk_size=chunk_size, log=log)
+                tuning_job(store, log=log, progress=progress, exp=exp, batch=[run], tag=f"{tag}.{i}",
+                           chunk_size=chunk_size)
             return
         log(f"{tag} diverged, never chosen: {e}")
         worst = np.full((first.n_seeds, 1), np.inf)
@@ -108,10 +110,10 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
 
 
 def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chunk_size: int = 1000,
-                    log: Callable[[str], None] = print) -> Experiment:
-    """Run the tuning runs of ``exp`` that ``store`` lacks and return ``exp`` with each tuned series' chosen
-    run in place of its stand-in and the :class:`TuningResult` s in ``tuned`` (``exp`` itself when nothing is
-    tuned)."""
+                    log: Callable[[str], None] = print, executor: Executor | None = None) -> Experiment:
+    """Run the tuning runs of ``exp`` that ``store`` lacks (on ``executor``, by default in this process) and
+    return ``exp`` with each tuned series' chosen run in place of its stand-in and the :class:`TuningResult` s
+    in ``tuned`` (``exp`` itself when nothing is tuned)."""
     if not exp.tuning:
         return exp
     candidates = [c for t in exp.tuning for c in t.candidates]
@@ -119,8 +121,9 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
     todo = batches([c for c in candidates if c.run_id not in done])
     if done:
         log(f"{len(done)} tuning run(s) already in {store.path}, skipped")
-    for i, batch in enumerate(todo, 1):
-        _simulate(exp, store, batch, f"[tune {i}/{len(todo)}]", progress=progress, chunk_size=chunk_size, log=log)
+    jobs = [Job(batch_id(batch), tag, tuning_job, dict(exp=exp, batch=batch, tag=tag, chunk_size=chunk_size))
+            for batch, tag in ((b, f"[tune {i}/{len(todo)}]") for i, b in enumerate(todo, 1))]
+    (LocalExecutor() if executor is None else executor).run(jobs, store, log=log, progress=progress)
     results = tuning_results(exp, store)
     chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in results}
     return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=tuple(results))
