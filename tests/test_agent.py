@@ -95,6 +95,22 @@ def test_each_reward_is_learnt_exactly_once():
     assert agent.pending == []
 
 
+
+def test_the_callers_buffer_can_change_before_the_reward():
+    """The agent learns the contexts it decided on, not what the caller's array holds later (a service
+    reuses its buffer)."""
+    rng = np.random.default_rng(3)
+    rows = [rng.normal(size=(K, D)) for _ in range(5)]
+    reused, fresh = (Agent("lin-ucb", d=D, k=K, horizon=T, seed=0) for _ in range(2))
+    buffer = np.empty((K, D))
+    for x in rows:
+        buffer[:] = x
+        late = reused.decide(buffer)
+        buffer[:] = 0.0  # overwritten before the reward arrives
+        reused.reward(late.event_id, 1.0)
+        fresh.reward(fresh.decide(x.copy()).event_id, 1.0)
+    _leaves_close(reused.state, fresh.state, rtol=0)
+
 def test_exact_probabilities_are_the_choice_frequencies_and_sum_to_one():
     """Lin-ES (m = 5) reports the fraction of its members that choose the arm: on one state and one arm set,
     decisions with other round keys report the same probability for the same arm, these probabilities sum to

@@ -178,7 +178,7 @@ class Agent:
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
         self._programs = _programs(self.policy, draws)
         self._t = 0
-        self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts, on the device or host; arm)
+        self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
@@ -218,7 +218,7 @@ class Agent:
 
     def _check_round(self, contexts: Any, mask: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         k, d = self.spec.k, self.spec.d
-        x = np.asarray(contexts, np.float64)
+        x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
         if x.shape != (k, d):
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
         if not np.isfinite(x).all():
@@ -261,7 +261,6 @@ class Agent:
         self._room(1, "decide")
         self._prepare(x, m)
         t = self._t + 1
-        x = jax.device_put(x)  # once: the decision and, later, its update read the same device copy
         learn = self._learn(keep_last=True)
         if learn is None:
             out = self._programs.act(self._params, self._state, self._keys.policy_act, x, m, t)
@@ -278,7 +277,7 @@ class Agent:
     def decide_batch(self, contexts: Any, masks: Any = None) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
         current state (no reward in between), as B calls of :meth:`decide` without rewards would make them."""
-        x = np.asarray(contexts, np.float64)
+        x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
         if x.ndim != 3 or x.shape[0] < 1:
             raise ValueError(f"decide_batch: contexts must have shape (B, k, d) with B >= 1, got {x.shape}")
         ms = [None] * x.shape[0] if masks is None else list(np.asarray(masks))
