@@ -30,14 +30,13 @@ class Job:
 
     Attributes:
       key: the batch's checkpoint key in the store (:func:`nlbandit.loops.base.batch_id`).
-      tag: the batch's label in log lines, e.g. ``[2/7]``.
       compute: a module-level function, called as ``compute(store, log=..., progress=..., **kwargs)``; it
         stores the batch's runs through ``store``.
-      kwargs: its other keyword arguments (picklable: the experiment, the batch, the chunk size).
+      kwargs: its other keyword arguments (picklable: the experiment, the batch, its tag in log lines, the
+        chunk size).
     """
 
     key: str
-    tag: str
     compute: Callable[..., None]
     kwargs: dict[str, Any] = field(default_factory=dict)
 

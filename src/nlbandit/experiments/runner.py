@@ -93,9 +93,10 @@ def run_experiment(
             "phases timed: a runtime claim reads their time")
     todo_batches = batches(todo, timed)
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
-    jobs = [Job(batch_id(b), tag, run_batch_job, dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size,
-                                                      on_checkpoint=on_checkpoint))
-            for b, tag in zip(todo_batches, tags) if b[0].run_id not in timed | phased]
+    here = timed | phased  # computed in this process, after the others: a claim reads their time
+    jobs = [Job(batch_id(b), run_batch_job, dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size,
+                                                 on_checkpoint=on_checkpoint))
+            for b, tag in zip(todo_batches, tags) if b[0].run_id not in here]
     executor.run(jobs, store, log=log, progress=progress)
     for batch, tag in zip(todo_batches, tags):
         if batch[0].run_id in phased:

@@ -121,8 +121,9 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
     todo = batches([c for c in candidates if c.run_id not in done])
     if done:
         log(f"{len(done)} tuning run(s) already in {store.path}, skipped")
-    jobs = [Job(batch_id(batch), tag, tuning_job, dict(exp=exp, batch=batch, tag=tag, chunk_size=chunk_size))
-            for batch, tag in ((b, f"[tune {i}/{len(todo)}]") for i, b in enumerate(todo, 1))]
+    jobs = [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[tune {i}/{len(todo)}]",
+                                                  chunk_size=chunk_size))
+            for i, batch in enumerate(todo, 1)]
     (LocalExecutor() if executor is None else executor).run(jobs, store, log=log, progress=progress)
     results = tuning_results(exp, store)
     chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in results}
