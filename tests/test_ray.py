@@ -21,7 +21,7 @@ from nlbandit.experiments.spec import load_experiment  # noqa: E402
 from nlbandit.experiments.tuning import tune_experiment  # noqa: E402
 from nlbandit.store import Store  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one worker starts one cluster
+pytestmark = pytest.mark.ray
 
 EXPERIMENT = """
 title = "ray"

@@ -68,16 +68,15 @@ class BatchStore:
     record of the runs the job saves (written into the database by the driver)."""
 
     def __init__(self, key: str, checkpoint: bytes | None):
-        self._checkpoints = {} if checkpoint is None else {key: checkpoint}
+        self._key, self._checkpoint = key, checkpoint
         self.saved: list[tuple[str, list[dict[str, Any]]]] = []
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:
-        """The checkpoint sent with the job, or the worker's own latest one."""
-        return self._checkpoints.get(batch_id)
+        """The checkpoint sent with the job (None for another batch)."""
+        return self._checkpoint if batch_id == self._key else None
 
     def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
-        """Keep a checkpoint in the worker (a retried job starts again from the one it was sent with)."""
-        self._checkpoints[batch_id] = progress
+        """Discard a checkpoint taken on the worker: a retried job starts again from the one it was sent with."""
 
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
         """Record finished runs for the driver to store."""
