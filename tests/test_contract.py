@@ -37,6 +37,10 @@ from nlbandit.policies.registry import POLICIES, build_policy, check_policy_env,
 D, K, T = 3, 5, 40
 SEEDS = [0, 1, 2, 3]
 NAMES = sorted(POLICIES) + ["glm-es@anytime", "neural-es@anytime"]
+GRID_DEFAULT = {"lin-ucb", "lin-phe", "mor-ucb", "eps-greedy", "glm-ucb", "glm-es@anytime", "ada-ofu-ecolog",
+                "neural-ucb", "neural-es@anytime", "neurallog-ts-1", "deep-fpl"}
+"""One policy per estimator and exploration family for the grid test of the default suite (each of its runs is
+two compilations); the other policies' grid tests run under ``-m slow``."""
 
 
 def _base_env(policy_requires) -> Env:
@@ -176,7 +180,7 @@ def test_params_are_a_record_of_exactly_the_traced_hyperparameters(name):
         nb.simulate(env, policy, {**params, "not_a_field": 1.0}, T, SEEDS)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n if n in GRID_DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_grid_over_traced_hyperparameters_equals_plain_runs(name):
     policy, params, env = setup(name)
     if not params:
