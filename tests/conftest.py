@@ -5,15 +5,21 @@
 
 The default suite skips tests marked ``slow`` (long statistical reproductions: a policy learns, beats
 uniform play, has sublinear regret, a sampler has the right law); run them with ``pytest -m slow``.
+
+The CLI computes in this process (``NLBANDIT_EXECUTOR=local``) unless a test asks for worker processes: the
+suite already runs in one pytest-xdist worker per core.
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+os.environ.setdefault("NLBANDIT_EXECUTOR", "local")
 
 
 @pytest.fixture()

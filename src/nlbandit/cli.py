@@ -62,9 +62,13 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
         c.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr "
                        "is not a terminal)")
-        c.add_argument("--executor", choices=("local", "ray"), default="local",
-                       help="where batches are computed: this process (default), or Ray workers (the 'ray' "
-                       "extra; runs whose time a claim reads stay in this process)")
+        c.add_argument("--executor", choices=("processes", "local", "ray"),
+                       default=os.environ.get("NLBANDIT_EXECUTOR", "processes"),
+                       help="where batches are computed: worker processes on this machine's cores (default; "
+                       "$NLBANDIT_EXECUTOR overrides), this process only, or Ray workers (the 'ray' extra). Runs "
+                       "whose time a claim reads are computed in this process, after the others")
+        c.add_argument("--workers", type=int, default=None, help="with --executor processes: how many (default: "
+                       "one per core)")
         c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "
                        "ray://HOST:10001; default $RAY_ADDRESS, else a local cluster on this machine's cores)")
     res = sub.add_parser("results", help="list the stored runs (or prune those computed by code that has changed)",
@@ -215,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
-        args.executor_object = make_executor(args.executor, args.address)
+        args.executor_object = make_executor(args.executor, args.address, args.workers)
         files = _experiment_files(args.file)
         _fetch_wheels(files)
         cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
