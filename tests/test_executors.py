@@ -120,5 +120,5 @@ def test_executor_options_are_checked():
         make_executor("local", workers=2)
     with pytest.raises(ConfigError, match="--address is for --executor ray"):
         make_executor("processes", address="auto")
-    with pytest.raises(ConfigError, match="executor must be 'local', 'processes' or 'ray'"):
+    with pytest.raises(ConfigError, match="must be 'local', 'processes' or 'ray'"):
         make_executor("threads")

@@ -271,4 +271,5 @@ def make_executor(name: str, address: str | None = None, workers: int | None = N
         return ProcessExecutor(workers)
     if name == "ray":
         return RayExecutor(address)
-    raise ConfigError(f"executor must be 'local', 'processes' or 'ray', got {name!r}")
+    raise ConfigError(f"executor (--executor or $NLBANDIT_EXECUTOR) must be 'local', 'processes' or 'ray', "
+                      f"got {name!r}")
