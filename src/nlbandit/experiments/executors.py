@@ -2,13 +2,14 @@
 on this machine's cores (:class:`ProcessExecutor`), or on the workers of a Ray cluster (:class:`RayExecutor`,
 the ``ray`` extra).
 
-A batch is a :class:`Job`: a module-level function that computes it and stores its runs through the
-``store`` it is given (:meth:`nlbandit.store.Store.save_runs`, checkpoints through ``load_checkpoint`` /
+A batch is a :class:`Job`: a module-level function that computes it and stores its runs through the ``store`` it
+is given (:meth:`nlbandit.store.Store.save_runs`, checkpoints through ``load_checkpoint`` /
 ``save_checkpoint``). Locally that store is the results database. On a Ray worker it is a :class:`BatchStore`
-that holds what the job saves and returns it; the driver then writes it into the database, so the driver
-stays the only writer of the DuckDB file (a local worker process sends its checkpoints to the driver too). A
-batch computes the same numbers wherever it runs (same code, same chunking, same seeds): the Ray executor's results are bit-identical to the local executor's on the same
-kind of machine (the XLA flags and ``NLBANDIT_*`` variables of the driver are passed to the workers).
+that holds what the job saves and returns it; the driver then writes it into the database, so the driver stays
+the only writer of the DuckDB file (a local worker process sends its checkpoints to the driver too). A batch
+computes the same numbers wherever it runs (same code, same chunking, same seeds): the Ray executor's results
+are bit-identical to the local executor's on the same kind of machine (the XLA flags and ``NLBANDIT_*``
+variables of the driver are passed to the workers).
 
 A worker that dies (process killed, node lost) has its batch retried by Ray on another worker, up to
 ``max_retries`` times, from the checkpoint the database held when the batch was sent (from its first round
@@ -140,11 +141,11 @@ class ProcessExecutor:
     checkpoints and runs through the driver. With one job, or one worker, it computes in this process
     (:class:`LocalExecutor`, with its progress bar).
 
-    Each worker runs one batch at a time, pinned to a core of its own where the OS allows (its XLA threads
-    then share that core); on this project's 2-core machine two workers computed kveton2020/fig1_logistic
-    (quick, 24 batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (README). A job that raises an error stops the others (their processes are
-    terminated; their checkpoints stay) and the error is raised here; a worker that dies raises
-    ``BrokenProcessPool``.
+    Each worker runs one batch at a time, pinned to a core of its own where the OS allows (its XLA threads then
+    share that core); on this project's 2-core machine two workers computed kveton2020/fig1_logistic (quick, 24
+    batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (README). A job that raises an
+    error stops the others (their processes are terminated; their checkpoints stay) and the error is raised
+    here; a worker that dies raises ``BrokenProcessPool``.
 
     Args:
       workers: the number of worker processes (default: the cores this process may use).
