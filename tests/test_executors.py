@@ -7,83 +7,18 @@ from __future__ import annotations
 import multiprocessing
 import time
 
-import numpy as np
 import pytest
 
+from executor_cases import EXPERIMENT, assert_same, results
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, make_executor
-from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
-from nlbandit.experiments.tuning import tune_experiment
-from nlbandit.store import Store
-
-EXPERIMENT = """
-title = "processes"
-horizon = 300
-seeds = 3
-[tune]
-seeds = 2
-[env]
-name = "logistic"
-d = 4
-k = 6
-[[policies]]
-label = "TS"
-name = "glm-tsl"
-tune = { a = [0.5, 2.0] }
-[[policies]]
-label = "ES"
-name = "lin-es"
-m = 4
-[[policies]]
-label = "UCB"
-name = "lin-ucb"
-alpha = [0.5, 1.0]
-[[claims]]
-name = "timed"
-text = "a runtime claim: its run stays in the driver"
-check = "runtime('UCB [alpha=0.5]') > 0"
-"""
-
-
-class _Recording:
-    """A store that records the checkpoints written through it."""
-
-    def __init__(self, store):
-        self._store, self.checkpoints = store, []
-
-    def save_checkpoint(self, batch_id, t_done, progress):
-        self.checkpoints.append((batch_id, t_done))
-        self._store.save_checkpoint(batch_id, t_done, progress)
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-
-def _results(path, executor, db):
-    exp = load_experiment(path)
-    with Store(db) as plain:
-        store = _Recording(plain)
-        exp = tune_experiment(exp, store, progress=False, log=lambda m: None, executor=executor, chunk_size=100)
-        run_experiment(exp, store, progress=False, log=lambda m: None, executor=executor, chunk_size=100)
-        out = {}
-        for r in exp.runs + [c for t in exp.tuning for c in t.candidates]:
-            stored = plain.load(r.run_id, with_arms=True)
-            out[r.run_id] = (stored.curves, stored.arms, stored.batch_size)
-    return out, store.checkpoints
 
 
 def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, experiment_file):
-    path = experiment_file(EXPERIMENT)
-    local, local_checkpoints = _results(path, LocalExecutor(), tmp_path / "local.duckdb")
-    remote, remote_checkpoints = _results(path, ProcessExecutor(2), tmp_path / "processes.duckdb")
-    assert local.keys() == remote.keys()
-    for run_id, (curves, arms, size) in local.items():
-        other_curves, other_arms, other_size = remote[run_id]
-        assert size == other_size
-        np.testing.assert_array_equal(arms, other_arms)
-        for metric in curves:
-            np.testing.assert_array_equal(curves[metric], other_curves[metric])
+    path = experiment_file(EXPERIMENT.format(horizon=300))
+    local, local_checkpoints = results(path, LocalExecutor(), tmp_path / "local.duckdb", chunk_size=100)
+    remote, remote_checkpoints = results(path, ProcessExecutor(2), tmp_path / "processes.duckdb", chunk_size=100)
+    assert_same(local, remote)
     assert sorted(remote_checkpoints) == sorted(local_checkpoints) and remote_checkpoints  # every one, stored
 
 
