@@ -58,13 +58,15 @@ def problem(rounds: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndar
     return instance.contexts, instance.rewards, instance.means
 
 
-def run_agent(name: str, contexts, pay, means) -> tuple[float, float]:
-    """µs per round and pseudo-regret of an nlbandit agent."""
+def run_agent(name: str, contexts, pay, means, numpy_round: bool = True) -> tuple[float, float, bool]:
+    """µs per round and pseudo-regret of an nlbandit agent, and whether it ran a NumPy round (where the
+    policy has one, unless ``numpy_round`` is False)."""
     rounds = len(contexts)
-    warm = Agent(name, d=D, k=K, horizon=rounds, seed=1, **EXTRA.get(name, {}))
+    options = dict(EXTRA.get(name, {}), numpy_round=numpy_round)
+    warm = Agent(name, d=D, k=K, horizon=rounds, seed=1, **options)
     for t in range(3):  # compiles decide, reward and the redraws
         warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
-    agent = Agent(name, d=D, k=K, horizon=rounds, seed=0, **EXTRA.get(name, {}))
+    agent = Agent(name, d=D, k=K, horizon=rounds, seed=0, **options)
     regret = 0.0
     start = time.perf_counter()
     for t in range(rounds):
@@ -72,7 +74,7 @@ def run_agent(name: str, contexts, pay, means) -> tuple[float, float]:
         agent.reward(decision.event_id, float(pay[t, decision.arm]))
         regret += means[t].max() - means[t, decision.arm]
     jax.block_until_ready(agent._state)
-    return 1e6 * (time.perf_counter() - start) / rounds, regret
+    return 1e6 * (time.perf_counter() - start) / rounds, regret, agent.numpy_round
 
 
 def vw_text(contexts: np.ndarray) -> list[str]:
@@ -119,9 +121,13 @@ def main() -> None:
     except ImportError:
         print("vowpalwabbit not installed (pip install -e '.[peers]'): nlbandit only")
     for name in args.policies:
-        us, regret = run_agent(name, contexts, pay, means)
-        ratio = "   VW / agent = " + " / ".join(f"{v / us:5.1f}x" for v in vw_us.values()) if vw_us else ""
-        print(f"{'nlbandit Agent ' + name:42s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
+        for numpy_round in (True, False):
+            us, regret, on_host = run_agent(name, contexts, pay, means, numpy_round)
+            ratio = "   VW / agent = " + " / ".join(f"{v / us:5.1f}x" for v in vw_us.values()) if vw_us else ""
+            label = f"nlbandit Agent {name}" + (", NumPy round" if on_host else ", jitted round")
+            print(f"{label:42s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
+            if not on_host:
+                break
 
 
 if __name__ == "__main__":

@@ -61,13 +61,16 @@ def _leaves_close(a, b, rtol):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-12)
 
 
-def test_delayed_shuffled_rewards_give_the_in_order_state():
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_delayed_shuffled_rewards_give_the_in_order_state(numpy_round):
     """Lin-UCB's update is a sum over observations, so it commutes (up to rounding): rewards withheld until
     the end and then given back shuffled, in one batch, give the state of the same rewards given back in order
     (both agents decide without feedback in between, so they make the same decisions)."""
     env = _env("linear")
     rounds = 40
-    delayed, reference = (Agent("lin-ucb", d=D, k=K, horizon=rounds, seed=1) for _ in range(2))
+    delayed, reference = (Agent("lin-ucb", d=D, k=K, horizon=rounds, seed=1, numpy_round=numpy_round)
+                          for _ in range(2))
+    assert delayed.numpy_round == numpy_round
     order = np.random.default_rng(0).permutation(rounds)
     assert _play(delayed, env, 1, rounds, order=order.tolist()) == _play(reference, env, 1, rounds,
                                                                           order=list(range(rounds)))
@@ -111,12 +114,13 @@ def test_the_callers_buffer_can_change_before_the_reward():
         fresh.reward(fresh.decide(x.copy()).event_id, 1.0)
     _leaves_close(reused.state, fresh.state, rtol=0)
 
-def test_exact_probabilities_are_the_choice_frequencies_and_sum_to_one():
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_exact_probabilities_are_the_choice_frequencies_and_sum_to_one(numpy_round):
     """Lin-ES (m = 5) reports the fraction of its members that choose the arm: on one state and one arm set,
     decisions with other round keys report the same probability for the same arm, these probabilities sum to
     one over the arms chosen, and each matches the arm's frequency."""
     env = _env("linear")
-    agent = Agent("lin-es", d=D, k=K, horizon=3000, seed=3, m=5)
+    agent = Agent("lin-es", d=D, k=K, horizon=3000, seed=3, m=5, numpy_round=numpy_round)
     _play(agent, env, 3, 10)
     x = np.random.default_rng(2).normal(size=(K, D))
     batch = agent.decide_batch(np.repeat(x[None], 2000, axis=0))
@@ -207,15 +211,24 @@ def test_load_refuses_truncated_foreign_and_other_version_files(tmp_path):
         Agent.load(tmp_path / "shape.npz")
 
 
-def test_second_agent_of_the_same_shapes_compiles_nothing():
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_second_agent_of_the_same_shapes_compiles_nothing(numpy_round):
+    """The jitted round's programs, or the host round's draw blocks, are compiled once for both agents."""
     x = np.random.default_rng(0).normal(size=(K, D))
-    first = Agent("lin-es", d=D, k=K, horizon=T, seed=0, m=4)
+    first = Agent("lin-es", d=D, k=K, horizon=T, seed=0, m=4, numpy_round=numpy_round)
     first.reward(first.decide(x).event_id, 1.0)
-    act, update = first._programs.act, first._programs.update
-    sizes = act._cache_size(), update._cache_size()
-    second = Agent("lin-es", d=D, k=K, horizon=T, seed=1, m=4, sigma_r=0.3)  # a traced hyperparameter differs
-    second.reward(second.decide(x).event_id, 0.0)
-    assert second._programs.act is act and (act._cache_size(), update._cache_size()) == sizes
+    first.decide(x)
+    if numpy_round:
+        programs = (first._act_draws._program, first._update_draws._program)
+    else:
+        programs = (first._programs.act, first._programs.update_act)
+    sizes = [p._cache_size() for p in programs]
+    assert min(sizes) >= 1
+    second = Agent("lin-es", d=D, k=K, horizon=T, seed=1, m=4, sigma_r=0.3, numpy_round=numpy_round)  # a
+    second.reward(second.decide(x).event_id, 0.0)  # traced hyperparameter differs
+    second.decide(x)
+    assert [p._cache_size() for p in programs] == sizes
+    assert (second._act_draws._program is programs[0]) if numpy_round else (second._programs.act is programs[0])
 
 
 def test_bad_input_is_refused_with_the_field_named():

@@ -24,6 +24,12 @@ by redrawing the round's decision ``estimate_draws`` times with independent keys
 perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
 a key stream of their own, so they change no decision.
 
+Host rounds. For ``lin-ucb``, ``lin-es`` and ``glm-ucb`` (per-arm statistics, Newton, constant width)
+the agent decides and learns in float64 NumPy on the host (:mod:`nlbandit.host`): the same state, formulas
+and random draws as the jitted policy, without the ~20 µs that launching any XLA program costs per call;
+``numpy_round=False`` runs the jitted round instead. Decisions are the same either way except where two
+arms' scores differ by less than rounding.
+
 Compiled functions are cached per policy object, and :func:`~nlbandit.policies.registry.make_policy`
 returns one object per (name, sizes, static hyperparameters): a second agent of the same policy and
 shapes compiles nothing.
@@ -54,6 +60,8 @@ from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
+from nlbandit.host import host_round
+from nlbandit.host.draws import DrawBlocks
 from nlbandit.policies.registry import build_policy, resolve_policy
 
 FORMAT = "nlbandit-agent"
@@ -148,6 +156,8 @@ class Agent:
       seed: the seed of the agent's random streams (the simulator's streams of that seed).
       estimate_draws: redraws per decision that estimate the probability where the policy has no exact one
         (0: report NaN with method ``"none"``).
+      numpy_round: decide and learn in NumPy where the policy has a host round (module docstring); False:
+        always the jitted round.
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`.
 
     Raises:
@@ -156,25 +166,32 @@ class Agent:
     """
 
     def __init__(self, policy: str, d: int, k: int, horizon: int, seed: int = 0, *, estimate_draws: int = 1000,
-                 **hyperparameters: Any):
+                 numpy_round: bool = True, **hyperparameters: Any):
         for name, value, low in (("d", d, 1), ("k", k, 1), ("horizon", horizon, 1), ("seed", seed, 0),
                                  ("estimate_draws", estimate_draws, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"Agent: field {name!r} must be an integer >= {low}, got {value!r}")
+        if not isinstance(numpy_round, bool):
+            raise ConfigError(f"Agent: field 'numpy_round' must be true or false, got {numpy_round!r}")
         if seed > 2**32 - 1:
             raise ConfigError(f"Agent: field 'seed' must be an integer in [0, 2**32 - 1], got {seed!r}")
         config = resolve_policy({"name": policy, **hyperparameters}, f"Agent policy '{policy}'")
         if config.get("link") == "env":
             raise ConfigError(f"Agent policy '{policy}': field 'link' 'env' takes the link from an experiment "
                               "file's environment; give the link here")
-        self._setup(config, ProblemSpec(int(d), int(k), int(horizon)), int(seed), int(estimate_draws))
-        self._state = self._programs.init(self._params, self._keys.policy_init)
+        self._setup(config, ProblemSpec(int(d), int(k), int(horizon)), int(seed), int(estimate_draws), numpy_round)
+        self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
 
-    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int) -> None:
+    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool) -> None:
         self.config, self.spec, self.seed, self.estimate_draws = config, spec, seed, draws
         self.policy, params = build_policy(config, spec)
         self._params = to_dtype(params, self.policy.dtype)
         self._keys = seed_keys(jnp.uint32(seed))
+        self._host = host_round(self.policy, config) if numpy_round else None
+        if self._host is not None:
+            self._host_params = jax.tree.map(float, jax.device_get(self._params))
+            self._act_draws = _draw_blocks(self._host.act_draws, self._keys.policy_act)
+            self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
         self._programs = _programs(self.policy, draws)
         self._t = 0
@@ -183,6 +200,17 @@ class Agent:
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
         self._arms: np.ndarray | None = None  # round 1's arm set (``prepare``; fixed-arm policies)
+        self._all_arms = np.ones(spec.k, bool)
+        self._all_arms.flags.writeable = False
+
+    def _host_state(self, state: Any) -> Any:
+        """``state`` as the agent keeps it: NumPy leaves for a host round, else as given."""
+        return state if self._host is None else jax.device_get(state)
+
+    @property
+    def numpy_round(self) -> bool:
+        """Whether this agent decides and learns in NumPy on the host (module docstring)."""
+        return self._host is not None
 
     @property
     def rounds(self) -> int:
@@ -204,15 +232,20 @@ class Agent:
         """A host copy of the policy's current state (a pytree of NumPy arrays; the agent's own device arrays
         are reused by the next reward)."""
         self._learn()
-        return jax.device_get(self._state)
+        return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
 
     def _learn(self, keep_last: bool = False) -> tuple | None:
         """Learn the rewards given since the last decision, in the order given; with ``keep_last``, all but the
         last, which is returned (as the arguments of ``update``) to be learnt in one dispatch with the next
         decision."""
-        last = self._owed.pop() if keep_last and self._owed else None
-        for learn in self._owed:
-            self._state = self._programs.update(self._params, self._state, self._keys.policy_update, *learn)
+        last = self._owed.pop() if keep_last and self._owed and self._host is None else None
+        if self._host is not None:
+            for x, arm, reward, _, t in self._owed:
+                draws = None if self._update_draws is None else self._update_draws(t)
+                self._state = self._host.update(self._host_params, self._state, draws, x, arm, reward, t)
+        else:
+            for learn in self._owed:
+                self._state = self._programs.update(self._params, self._state, self._keys.policy_update, *learn)
         self._owed = []
         return last
 
@@ -223,7 +256,7 @@ class Agent:
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
         if not np.isfinite(x).all():
             raise ValueError(f"{where}: contexts must be finite (found NaN or infinity)")
-        m = np.ones(k, bool) if mask is None else np.asarray(mask)
+        m = self._all_arms if mask is None else np.asarray(mask)
         if m.shape != (k,) or m.dtype != bool:
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
         if not m.any():
@@ -243,7 +276,8 @@ class Agent:
         if self._arms is None:
             self._arms = x.copy()
             if self._programs.prepare is not None:
-                self._state = self._programs.prepare(self._params, self._state, self._keys.policy_init, x, m)
+                self._state = self._host_state(self._programs.prepare(self._params, self._state,
+                                                                      self._keys.policy_init, x, m))
 
     def _probability(self, p: float, x: np.ndarray, m: np.ndarray, t: int, arm: int) -> tuple[float, str]:
         if not math.isnan(p):
@@ -254,6 +288,23 @@ class Agent:
         q = counts[arm] / self.estimate_draws
         return float(q), f"estimate: {self.estimate_draws} redraws, se {math.sqrt(q * (1 - q) / self.estimate_draws):.2g}"
 
+    def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None) -> tuple[int, float, float, float]:
+        """(arm, score, bonus, probability) of round ``t`` by the jitted policy, after learning ``learn`` (the
+        last owed reward, or None) in the same dispatch."""
+        if learn is None:
+            out = self._programs.act(self._params, self._state, self._keys.policy_act, x, m, t)
+        else:
+            self._state, out = self._programs.update_act(self._params, self._state, (self._keys.policy_update,
+                                                         self._keys.policy_act), learn, x, m, t)
+        arm, score, bonus, p = np.asarray(out).tolist()
+        return int(arm), score, bonus, p
+
+    def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float]:
+        """(arm, score, bonus, probability) of round ``t`` by the host round."""
+        draws = None if self._act_draws is None else self._act_draws(t)
+        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, m, t)
+        return arm, float(score), float(bonus), float(p)
+
     def decide(self, contexts: Any, mask: Any = None) -> Decision:
         """Choose an arm among ``contexts`` (K, d) (those with ``mask`` True; all by default) and return the
         :class:`Decision`; its contexts and arm are kept until :meth:`reward` gives its reward."""
@@ -262,13 +313,7 @@ class Agent:
         self._prepare(x, m)
         t = self._t + 1
         learn = self._learn(keep_last=True)
-        if learn is None:
-            out = self._programs.act(self._params, self._state, self._keys.policy_act, x, m, t)
-        else:
-            self._state, out = self._programs.update_act(self._params, self._state, (self._keys.policy_update,
-                                                         self._keys.policy_act), learn, x, m, t)
-        arm, score, bonus, p = np.asarray(out).tolist()
-        arm = int(arm)
+        arm, score, bonus, p = self._jit_act(x, m, t, learn) if self._host is None else self._host_act(x, m, t)
         p, method = self._probability(p, x, m, t, arm)
         self._t = t
         self._pending[t] = (x, arm)
@@ -289,9 +334,13 @@ class Agent:
         self._learn()
         xs, mss = np.stack([r[0] for r in rounds]), np.stack([r[1] for r in rounds])
         ts = np.arange(self._t + 1, self._t + 1 + len(rounds))
-        rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss, ts))
+        if self._host is not None:
+            rows = [self._host_act(xi, mi, t) for xi, mi, t in zip(xs, mss, ts.tolist())]
+        else:
+            rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss,
+                                                       ts)).tolist()
         out = []
-        for i, (t, (arm, score, bonus, p)) in enumerate(zip(ts.tolist(), rows.tolist())):
+        for i, (t, (arm, score, bonus, p)) in enumerate(zip(ts.tolist(), rows)):
             p, method = self._probability(p, xs[i], mss[i], t, int(arm))
             out.append(Decision(t, int(arm), p, method, score, bonus))
         self._t = int(ts[-1])
@@ -361,8 +410,8 @@ class Agent:
             arrays["first_arms"] = self._arms
         header = {"format": FORMAT, "version": VERSION, "policy": _jsonable(self.config), "d": self.spec.d,
                   "k": self.spec.k, "horizon": self.spec.horizon, "seed": self.seed,
-                  "estimate_draws": self.estimate_draws, "rounds": self._t, "rewarded": self._rewarded,
-                  "meta": dict(meta or {}),
+                  "estimate_draws": self.estimate_draws, "numpy_round": self.numpy_round, "rounds": self._t,
+                  "rewarded": self._rewarded, "meta": dict(meta or {}),
                   "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
         return write_npz(path, arrays)
@@ -396,20 +445,25 @@ class Agent:
         except ConfigError as e:
             raise ValueError(f"Agent.load: {path}: the saved policy configuration no longer resolves: {e}") from None
         agent._setup(config, ProblemSpec(header["d"], header["k"], header["horizon"]), header["seed"],
-                     header["estimate_draws"])
+                     header["estimate_draws"], header.get("numpy_round", True))
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
         shapes = jax.tree.leaves(template)
         saved = [arrays.get(f"state_{i}") for i in range(header["state_leaves"])]
         if len(saved) != len(shapes) or not all(a is not None and _fits(a, s) for a, s in zip(saved, shapes)):
             raise ValueError(f"Agent.load: {path}: the saved state does not match the state policy "
                              f"'{config['name']}' has in this nlbandit version (saved by an incompatible version)")
-        agent._state = jax.tree.unflatten(jax.tree.structure(template),
-                                          [_restore(a, s) for a, s in zip(saved, shapes)])
+        agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
+                                                            [_restore(a, s) for a, s in zip(saved, shapes)]))
         agent._t, agent._rewarded, agent.meta = header["rounds"], header["rewarded"], header["meta"]
         agent._arms = arrays.get("first_arms")
         contexts = arrays.get("pending_contexts")
         agent._pending = {e: (contexts[i], arm) for i, (e, arm) in enumerate(header["pending"])}
         return agent
+
+
+def _draw_blocks(draws: Any, stream: jax.Array) -> DrawBlocks | None:
+    """The draws of a host round's step from ``stream`` (None for a step that draws nothing)."""
+    return None if draws is None else DrawBlocks(draws, stream)
 
 
 def _plain(a: Any) -> np.ndarray:

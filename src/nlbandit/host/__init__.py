@@ -1,0 +1,22 @@
+"""Float64 NumPy rounds of the online agent, for the policies whose round is a few small matrix products.
+
+One online decision through XLA costs at least one program launch (~20 µs on this project's CPU, measured
+in ``benchmarks/agent.py``'s notes) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is
+only a few thousand flops. :class:`~nlbandit.agent.Agent` therefore runs the round of the policies listed
+in :data:`~nlbandit.host.rounds.HOST_ROUNDS` in NumPy on the host: the same state pytree (NumPy leaves
+instead of device arrays), the same formulas as the jitted policy, and the same random numbers — every
+draw comes from the simulator's round keys, computed for blocks of rounds at once by one jitted call
+(:class:`~nlbandit.host.draws.DrawBlocks`). Decisions therefore equal the jitted policy's except where two
+scores differ by less than floating-point rounding (the two paths round differently in the last bits);
+``tests/test_host_rounds.py`` checks equality with :func:`~nlbandit.core.simulate.simulate` over thousands
+of rounds and the states to 1e-9.
+
+Modules: :mod:`~nlbandit.host.exploration` (the tie rule, ensemble probabilities), :mod:`~nlbandit.host.ridge`
+(Sherman–Morrison ridge), :mod:`~nlbandit.host.glm` (links and the damped Newton MLE),
+:mod:`~nlbandit.host.draws` (the round keys' draws in blocks) and :mod:`~nlbandit.host.rounds` (the
+policies' rounds).
+"""
+
+from nlbandit.host.rounds import HOST_ROUNDS, HostRound, host_round
+
+__all__ = ["HOST_ROUNDS", "HostRound", "host_round"]

@@ -1,0 +1,28 @@
+"""NumPy mirror of :mod:`nlbandit.models.ridge` (float64 Sherman–Morrison ridge state, same pytree)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nlbandit.models.ridge import Ridge
+
+
+def gram_update(v_inv: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """Sherman–Morrison: (V + xxᵀ)⁻¹ from V⁻¹, and log(1 + xᵀV⁻¹x)."""
+    vx = v_inv @ x
+    q = x @ vx
+    return v_inv - vx[:, None] * vx / (1.0 + q), math.log1p(q)
+
+
+def ridge_update(state: Ridge, x: np.ndarray, y) -> Ridge:
+    """Add one observation: features ``x`` (d,), response ``y`` (scalar, or (m,) for a matrix ``b``)."""
+    v_inv, dlogdet = gram_update(state.v_inv, x)
+    b = state.b + (x * y if state.b.ndim == 1 else np.outer(y, x))
+    return Ridge(v_inv, b, state.logdet + dlogdet)
+
+
+def mahalanobis_widths(inverse: np.ndarray, contexts: np.ndarray) -> np.ndarray:
+    """‖x‖_{M⁻¹} for each row x of ``contexts`` (K, d), negative rounding clipped to 0."""
+    return np.sqrt(np.maximum(((contexts @ inverse) * contexts).sum(axis=1), 0.0))

@@ -1,0 +1,153 @@
+"""The NumPy rounds of the policies the agent runs on the host (:mod:`nlbandit.host`).
+
+A :class:`HostRound` is the policy's ``act`` and ``update`` on NumPy state, with the random numbers each
+needs as a function of the round key (``act_draws``, ``update_draws``) so that they are the jitted policy's
+own draws. Each round below cites the jitted policy it mirrors; the paper and equations are there.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nlbandit.core.keys import normal
+from nlbandit.core.types import Policy
+from nlbandit.host import exploration
+from nlbandit.host.glm import LINKS, newton_solve
+from nlbandit.host.ridge import gram_update, mahalanobis_widths, ridge_update
+from nlbandit.models.history import Rows
+from nlbandit.policies.linear import LinES
+
+Round = tuple[int, float, float, float]
+"""What ``act`` returns: (arm, score, bonus, probability), NaN where undefined."""
+
+
+class HostRound(NamedTuple):
+    """A policy's round in NumPy.
+
+    Attributes:
+      act: ``act(params, state, draws, contexts, mask, t) -> (arm, score, bonus, probability)``.
+      update: ``update(params, state, draws, contexts, arm, reward, t) -> state``.
+      act_draws, update_draws: one round key → the tuple of arrays that ``act`` / ``update`` read as
+        ``draws`` (the jitted policy's draws from that key); None when the step draws nothing.
+    """
+
+    act: Callable[..., Round]
+    update: Callable[..., Any]
+    act_draws: Callable[[jax.Array], tuple] | None
+    update_draws: Callable[[jax.Array], tuple] | None
+
+
+def _tie_word(key: jax.Array) -> tuple:
+    """The tie-breaking word of :func:`~nlbandit.policies.exploration.choose` drawn from ``key``."""
+    return (jax.random.bits(key, (), jnp.uint32),)
+
+
+def _split_tie_word(key: jax.Array) -> tuple:
+    """The tie word of a policy that splits its act key into (score key, tie key) (the GLM policies)."""
+    return _tie_word(jax.random.split(key)[1])
+
+
+def _two_words(key: jax.Array) -> tuple:
+    """Ensemble sampling's member word and tie word."""
+    return (jax.random.bits(key, (2,), jnp.uint32),)
+
+
+def _ridge_learn(params, state, draws, contexts, arm, reward, t):
+    """The update of a policy whose state is one ridge regression on the played features."""
+    return ridge_update(state, contexts[arm], reward)
+
+
+def lin_ucb(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_ucb`: argmax_x xᵀθ̂ + α_t ‖x‖_{V⁻¹}, α_t the OFUL radius (Abbasi-Yadkori
+    et al. 2011, Thm. 2) or a constant."""
+    oful = config["width"] == "oful"
+
+    def act(params, state, draws, contexts, mask, t):
+        if oful:
+            alpha = params.sigma * math.sqrt(2.0 * math.log(1.0 / params.delta) + state.logdet) + math.sqrt(
+                params.lam) * params.s
+        else:
+            alpha = params.alpha
+        bonus = alpha * mahalanobis_widths(state.v_inv, contexts)
+        scores = contexts @ (state.b @ state.v_inv) + bonus
+        arm, p = exploration.greedy_choice(draws[0], scores, mask)
+        return arm, scores[arm], bonus[arm], p
+
+    return HostRound(act, _ridge_learn, _tie_word, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
+    """The m standard normals of Lin-ES's update (one function per m, so its compiled block is shared)."""
+    return lambda key: (normal(key, (m,)),)
+
+
+def lin_es(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_es`: play member j_t's argmax; every member gets a fresh
+    perturbation of the reward."""
+    m = config["m"]
+
+    def act(params, state, draws, contexts, mask, t):
+        member_word, tie_word = draws[0]
+        ridge = state.ridge
+        j = exploration.member_draw(member_word, params.m_used)
+        scores = contexts @ (ridge.v_inv @ ridge.b[j])
+        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
+        members = (ridge.b @ ridge.v_inv) @ contexts.T
+        return arm, scores[arm], math.nan, exploration.ensemble_probability(members, arm, mask, params.m_used)
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        y = reward + params.sigma_r * draws[0]
+        return LinES(ridge_update(state.ridge, contexts[arm], y), state.draws + np.int32(m))
+
+    return HostRound(act, update, _two_words, _member_noise(m))
+
+
+def glm_ucb(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_ucb` with per-arm statistics and the Newton MLE (constant width):
+    argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}, the warm-up's planned arms first; θ̂ refitted after every reward."""
+    link = LINKS[config["link"]]
+
+    def act(params, state, draws, contexts, mask, t):
+        bonus = params.alpha * mahalanobis_widths(state.v_inv, contexts)
+        scores = link.mean(contexts @ state.theta) + bonus
+        chosen, p = exploration.greedy_choice(draws[0], scores, mask)
+        plan = state.warmup.plan
+        planned_arm = int(plan[min(t - 1, plan.shape[0] - 1)])
+        if t <= state.warmup.length and mask[planned_arm]:
+            return planned_arm, scores[planned_arm], bonus[planned_arm], 1.0
+        return chosen, scores[chosen], bonus[chosen], p
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        rows = state.rows
+        n, y = rows.n.copy(), rows.y.copy()
+        n[arm] += 1.0
+        y[arm] += reward
+        rows = Rows(rows.x, n, y, rows.count + np.int32(1))
+        theta = newton_solve(link, rows.x, rows.n, rows.y, params.lam, state.theta)
+        return state._replace(rows=rows, v_inv=gram_update(state.v_inv, contexts[arm])[0], theta=theta)
+
+    return HostRound(act, update, _split_tie_word, None)
+
+
+HOST_ROUNDS: dict[str, Callable[[dict[str, Any]], HostRound]] = {
+    "lin-ucb": lin_ucb, "lin-es": lin_es, "glm-ucb": glm_ucb}
+"""The policies with a NumPy round, by name (each under the conditions of :func:`host_round`)."""
+
+
+def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
+    """The NumPy round of ``policy`` (resolved ``config``), or None where it has none: a policy not in
+    :data:`HOST_ROUNDS`, a float32 policy, and for ``glm-ucb`` the history layout, solvers other than
+    Newton and the theory width (those run the jitted round)."""
+    if config["name"] not in HOST_ROUNDS or policy.dtype != "float64":
+        return None
+    if config["name"] == "glm-ucb" and (config["backend"], config["solver"], config["width"]) != (
+            "arms", "newton", "constant"):
+        return None
+    return HOST_ROUNDS[config["name"]](config)

@@ -1,0 +1,170 @@
+"""The agent's NumPy rounds (nlbandit.host): the simulator's decisions over thousands of rounds, the jitted
+policy's state to rounding, and each NumPy piece against the jitted function it mirrors."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nlbandit as nb
+from nlbandit.agent import Agent
+from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.host import exploration as host_exploration
+from nlbandit.host.draws import BLOCK, DrawBlocks
+from nlbandit.host.glm import LINKS as HOST_LINKS
+from nlbandit.host.glm import newton_solve as host_newton
+from nlbandit.host.rounds import _two_words
+from nlbandit.models.glm import newton_solve
+from nlbandit.models.links import LINKS
+from nlbandit.policies import exploration
+
+D, K, T = 6, 10, 2500
+
+
+def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = None) -> list[int]:
+    """Drive ``agent`` on ``env``'s instance of ``seed`` with the simulator's draws (rewards at once); with
+    ``masks``, these replace the environment's availability."""
+    keys = seed_keys(jnp.uint32(seed))
+    state = env.reset(keys.env_reset)
+    observe = jax.jit(lambda t: env.observe(state, round_key(keys.env_observe, t), t))
+    pull = jax.jit(lambda t, contexts, arm: env.pull(state, round_key(keys.env_pull, t), t, contexts, arm).reward)
+    arms = []
+    for t in range(1, rounds + 1):
+        contexts, mask = observe(t)
+        decision = agent.decide(np.asarray(contexts), np.asarray(mask) if masks is None else masks[t - 1])
+        arms.append(decision.arm)
+        agent.reward(decision.event_id, float(pull(t, contexts, decision.arm)))
+    return arms
+
+
+CASES = [("lin-ucb", "linear", {}), ("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}),
+         ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
+         ("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15})]
+
+
+@pytest.mark.parametrize("name, env_name, hyper", CASES)
+def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
+    """Over 2,500 rounds the host round chooses every arm the simulator chooses with the same seed, and ends in
+    the jitted agent's state to 1e-9 (relative)."""
+    env = nb.make_env(env_name, d=D, k=K)
+    policy, params = nb.make_policy(name, env, horizon=T, **hyper)
+    simulated = nb.simulate(env, policy, params, T, [5]).arms[0].tolist()
+    host, jitted = (Agent(name, d=D, k=K, horizon=T, seed=5, numpy_round=flag, **hyper) for flag in (True, False))
+    assert host.numpy_round and not jitted.numpy_round
+    assert _play(host, env, 5, T) == simulated
+    _play(jitted, env, 5, T)
+    for a, b in zip(jax.tree.leaves(host.state), jax.tree.leaves(jitted.state)):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, hyper", [("lin-ucb", {}), ("lin-es", {"m": 4})])
+def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
+    """Random availability masks, and probabilities as well as arms: the host round reports what the jitted
+    round reports."""
+    env = nb.make_env("linear", d=D, k=K)
+    rounds = 300
+    masks = np.random.default_rng(0).random((rounds, K)) < 0.4
+    masks[:, 0] = True
+    host, jitted = (Agent(name, d=D, k=K, horizon=rounds, seed=2, numpy_round=flag, **hyper) for flag in (True, False))
+    assert _play(host, env, 2, rounds, masks) == _play(jitted, env, 2, rounds, masks)
+    x = np.random.default_rng(1).normal(size=(8, K, D))
+    for a, b in zip(host.decide_batch(x, masks[:8]), jitted.decide_batch(x, masks[:8])):
+        assert (a.event_id, a.arm, a.method) == (b.event_id, b.arm, b.method)
+        np.testing.assert_allclose([a.probability, a.score], [b.probability, b.score], rtol=1e-9)
+
+
+def test_policies_without_a_numpy_round_run_the_jitted_round():
+    assert not Agent("lin-ts", d=D, k=K, horizon=T).numpy_round
+    assert not Agent("glm-ucb", d=D, k=K, horizon=T, backend="history").numpy_round
+    assert not Agent("glm-ucb", d=D, k=K, horizon=T, width="theory").numpy_round
+    assert Agent("glm-ucb", d=D, k=K, horizon=T, warmup="round-robin", warmup_rounds=3).numpy_round
+
+
+def test_saved_host_agent_continues_bit_for_bit(tmp_path):
+    env = nb.make_env("linear", d=D, k=K)
+    agent = Agent("lin-es", d=D, k=K, horizon=T, seed=4, m=5)
+    _play(agent, env, 4, 30)
+    loaded = Agent.load(agent.save(tmp_path / "agent.npz"))
+    assert loaded.numpy_round
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    x = np.random.default_rng(3).normal(size=(K, D))
+    for a in (agent, loaded):
+        for _ in range(20):
+            a.reward(a.decide(x).event_id, 0.5)
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+        assert np.array_equal(a, b)
+
+
+def test_state_property_is_a_copy():
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T)
+    agent.state.v_inv[:] = 0.0
+    assert np.array_equal(agent.state.v_inv, np.eye(D))
+
+
+def _scores_with_ties(rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores where several arms share the best value (some off by less than the tie tolerance), and a mask."""
+    scores = rng.normal(size=k).round(1)
+    best = rng.choice(k, size=rng.integers(1, 4), replace=False)
+    scores[best] = 2.0 + rng.uniform(0, 1e-13, size=best.size)
+    mask = rng.random(k) < 0.8
+    mask[best[0]] = True
+    return scores, mask
+
+
+def test_greedy_choice_equals_the_jitted_rule():
+    """Random words, ties of 1 to 3 arms, random masks; and the word that gives the single best arm priority 0,
+    for which the jitted argmax returns arm 0."""
+    rng = np.random.default_rng(0)
+    jitted = jax.jit(exploration.greedy_choice)
+    for i in range(300):
+        scores, mask = _scores_with_ties(rng, 12)
+        word = np.uint32(rng.integers(0, 2**32))
+        if i % 50 == 0:  # mix32(0) = 0: this word zeroes the priority of the single best arm
+            scores[:], mask[:] = np.arange(12.0), True
+            word = np.uint32((11 * 0x9E3779B9) & 0xFFFFFFFF)
+        arm, p = jitted(jnp.uint32(word), jnp.asarray(scores), jnp.asarray(mask))
+        assert host_exploration.greedy_choice(word, scores, mask) == (int(arm), float(p))
+        if i % 50 == 0:
+            assert int(arm) == 0
+    words = rng.integers(0, 2**32, size=100).astype(np.uint32)
+    np.testing.assert_array_equal(np.stack([host_exploration.tie_priorities(w, 12) for w in words]),
+                                  jax.vmap(lambda w: exploration.tie_priorities(w, 12))(jnp.asarray(words)))
+
+
+def test_ensemble_probability_equals_the_jitted_rule():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        members = rng.normal(size=(7, 9)).round(1)
+        mask = rng.random(9) < 0.7
+        mask[0] = True
+        arm, m_used = int(rng.integers(0, 9)), float(rng.integers(1, 8))
+        expected = exploration.ensemble_probability(jnp.asarray(members), arm, jnp.asarray(mask), jnp.float64(m_used))
+        assert host_exploration.ensemble_probability(members, arm, mask, m_used) == pytest.approx(float(expected),
+                                                                                                  abs=1e-15)
+        assert host_exploration.member_draw(np.uint32(4_000_000_001), m_used) == int(
+            exploration.member_draw(jnp.uint32(4_000_000_001), jnp.float64(m_used)))
+
+
+@pytest.mark.parametrize("link", ["logistic", "identity", "probit", "poisson"])
+def test_newton_solve_equals_the_jitted_solver(link):
+    """Per-arm rows with pull counts and response sums in the link's range, cold and warm starts."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(15, 5)) / 2
+    n = rng.integers(0, 40, size=15).astype(float)
+    means = np.asarray(LINKS[link].mean(jnp.asarray(x @ rng.normal(size=5))))
+    s = n * means + np.sqrt(n) * 0.1 * rng.normal(size=15) * (link == "identity")
+    for theta0 in (np.zeros(5), rng.normal(size=5) * 0.3):
+        expected = newton_solve(LINKS[link], x, n, s, 0.5, theta0).theta
+        np.testing.assert_allclose(host_newton(HOST_LINKS[link], x, n, s, 0.5, theta0), expected, rtol=1e-9,
+                                   atol=1e-12)
+
+
+def test_draw_blocks_are_the_round_keys_draws():
+    stream = seed_keys(jnp.uint32(3)).policy_act
+    blocks = DrawBlocks(_two_words, stream)
+    for t in (1, 2, BLOCK - 1, BLOCK, 5 * BLOCK + 7, 9 * BLOCK, 3, 2 * BLOCK + 1):  # evicts, then recomputes
+        np.testing.assert_array_equal(blocks(t)[0], _two_words(round_key(stream, t))[0])
