@@ -33,7 +33,8 @@ def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = 
     arms = []
     for t in range(1, rounds + 1):
         contexts, mask = observe(t)
-        decision = agent.decide(np.asarray(contexts), np.asarray(mask) if masks is None else masks[t - 1])
+        mask = np.asarray(mask) if masks is None else masks[t - 1]
+        decision = agent.decide(np.asarray(contexts), None if mask.all() else mask)  # None: the unmasked path
         arms.append(decision.arm)
         agent.reward(decision.event_id, float(pull(t, contexts, decision.arm)))
     return arms

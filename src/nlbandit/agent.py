@@ -302,7 +302,8 @@ class Agent:
     def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float]:
         """(arm, score, bonus, probability) of round ``t`` by the host round."""
         draws = None if self._act_draws is None else self._act_draws(t)
-        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, m, t)
+        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x,
+                                              None if m is self._all_arms else m, t)
         return arm, float(score), float(bonus), float(p)
 
     def decide(self, contexts: Any, mask: Any = None) -> Decision:

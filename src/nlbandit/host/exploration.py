@@ -1,5 +1,8 @@
 """NumPy mirrors of :mod:`nlbandit.policies.exploration`: the masked argmax with hashed tie-breaking and
-the exact probability of an ensemble's choice, bit-for-bit the same choices given the same scores."""
+the exact probability of an ensemble's choice, bit-for-bit the same choices given the same scores.
+
+A ``mask`` is a (K,) boolean array of the available arms, or None when every arm is available (which
+saves masking the scores in the common case)."""
 
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ def tie_priorities(word: np.uint32, k: int) -> np.ndarray:
     return x ^ (x >> 16)
 
 
-def tied_arms(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The available arms whose score is within ``TIE_RTOL``·max(1, |best|) of the best (last axis)."""
-    scores = np.where(mask, scores, -np.inf)
+def tied_arms(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """The available arms whose score is within ``TIE_RTOL``·max(1, |best|) of the best (last axis); the
+    scores are finite and some arm is available, so an unavailable arm, put at −∞, is never tied."""
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
     best = scores.max(axis=-1, keepdims=True)
-    return mask & (scores >= best - TIE_RTOL * np.maximum(1.0, np.abs(best)))
+    return scores >= best - TIE_RTOL * np.maximum(1.0, np.abs(best))
 
 
 def _mix32(x: int) -> int:
@@ -36,14 +41,15 @@ def _mix32(x: int) -> int:
     return x ^ (x >> 16)
 
 
-def greedy_choice(word: np.uint32, scores: np.ndarray, mask: np.ndarray) -> tuple[int, float]:
+def greedy_choice(word: np.uint32, scores: np.ndarray, mask: np.ndarray | None) -> tuple[int, float]:
     """(arm, probability) of :func:`nlbandit.policies.exploration.greedy_choice`: the tied arm of highest
     priority, and 1/|tied|.
 
     With one arm tied (almost every round) only that arm's priority is computed: the jitted rule's
     argmax over the tied arms' priorities and zeros elsewhere returns it, or arm 0 when its priority is 0.
     """
-    scores = np.where(mask, scores, -np.inf)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
     best = float(scores.max())
     tied = scores >= best - TIE_RTOL * max(1.0, abs(best))  # unavailable arms are at -inf, below any finite best
     count = int(np.count_nonzero(tied))
@@ -60,8 +66,7 @@ def member_draw(word: np.uint32, m_used: float) -> int:
     return int(word) % int(m_used)
 
 
-def ensemble_probability(member_scores: np.ndarray, arm: int, mask: np.ndarray, m_used: float) -> float:
+def ensemble_probability(member_scores: np.ndarray, arm: int, mask: np.ndarray | None, m_used: float) -> float:
     """:func:`nlbandit.policies.exploration.ensemble_probability` from the members' scores (m, K)."""
-    tied = tied_arms(member_scores, mask)
-    used = int(m_used)
-    return float(np.sum(tied[:used, arm] / np.count_nonzero(tied[:used], axis=1)) / m_used)
+    tied = tied_arms(member_scores[: int(m_used)], mask)
+    return float((tied[:, arm] / tied.sum(axis=1)).sum() / m_used)

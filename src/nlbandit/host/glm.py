@@ -42,29 +42,37 @@ LINKS: dict[str, Link] = {
 
 def glm_objective(link: Link, theta, x, w, s, lam) -> float:
     """F(θ) = Σ_i [w_i b(x_iᵀθ) − s_i x_iᵀθ] + (λ/2)‖θ‖²."""
-    v = x @ theta
+    return _objective(link, x @ theta, theta, w, s, lam)
+
+
+def _objective(link: Link, v, theta, w, s, lam) -> float:
+    """F(θ) given the linear predictors v = xθ."""
     return float((w * link.log_partition(v) - s * v).sum() + 0.5 * lam * (theta @ theta))
 
 
 def newton_solve(link: Link, x, w, s, lam, theta0, max_iter: int = 30, step_tol: float = 1e-6,
                  grad_tol: float = 1e-8, max_halvings: int = 30) -> np.ndarray:
     """:func:`nlbandit.models.glm.newton_solve` (its defaults): damped Newton from ``theta0`` with step
-    halving, stopping on a small full step or a small gradient, or after ``max_iter`` iterations."""
+    halving, stopping on a small full step or a small gradient, or after ``max_iter`` iterations.
+    The linear predictors of the accepted point are carried to the next iteration."""
     diagonal = slice(None, None, x.shape[1] + 1)
     f_noise_scale = 64 * np.finfo(np.float64).eps
-    theta, f0 = theta0, glm_objective(link, theta0, x, w, s, lam)
+    theta, v = theta0, x @ theta0
+    f0 = _objective(link, v, theta, w, s, lam)
     for _ in range(max_iter):
-        v = x @ theta
         g = x.T @ (w * link.mean(v) - s) + lam * theta
         h = (x.T * (w * link.dmean(v))) @ x
         h.flat[diagonal] += lam
         step = lapack.dpotrs(lapack.dpotrf(h, lower=1)[0], g, lower=1)[0]
         f_noise = f_noise_scale * (1.0 + abs(f0))
-        t, f, halvings = 1.0, glm_objective(link, theta - step, x, w, s, lam), 0
+        t, new = 1.0, theta - step
+        v = x @ new
+        f, halvings = _objective(link, v, new, w, s, lam), 0
         while f > f0 + f_noise and halvings < max_halvings:
             t *= 0.5
-            f, halvings = glm_objective(link, theta - t * step, x, w, s, lam), halvings + 1
-        new = theta - t * step
+            new = theta - t * step
+            v = x @ new
+            f, halvings = _objective(link, v, new, w, s, lam), halvings + 1
         done = (t == 1.0 and math.sqrt(step @ step) <= step_tol * (1.0 + math.sqrt(new @ new))) or (
             math.sqrt(g @ g) <= grad_tol)
         theta, f0 = new, f

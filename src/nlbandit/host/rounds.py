@@ -31,7 +31,8 @@ class HostRound(NamedTuple):
     """A policy's round in NumPy.
 
     Attributes:
-      act: ``act(params, state, draws, contexts, mask, t) -> (arm, score, bonus, probability)``.
+      act: ``act(params, state, draws, contexts, mask, t) -> (arm, score, bonus, probability)``, ``mask`` None
+        when every arm is available (:mod:`nlbandit.host.exploration`).
       update: ``update(params, state, draws, contexts, arm, reward, t) -> state``.
       act_draws, update_draws: one round key → the tuple of arrays that ``act`` / ``update`` read as
         ``draws`` (the jitted policy's draws from that key); None when the step draws nothing.
@@ -120,7 +121,7 @@ def glm_ucb(config: dict[str, Any]) -> HostRound:
         chosen, p = exploration.greedy_choice(draws[0], scores, mask)
         plan = state.warmup.plan
         planned_arm = int(plan[min(t - 1, plan.shape[0] - 1)])
-        if t <= state.warmup.length and mask[planned_arm]:
+        if t <= state.warmup.length and (mask is None or mask[planned_arm]):
             return planned_arm, scores[planned_arm], bonus[planned_arm], 1.0
         return chosen, scores[chosen], bonus[chosen], p
 
