@@ -28,9 +28,11 @@ Each library is driven its own natural way:
 * nlbandit, three ways: *batched* — ``simulate`` over all S instances at once (µs per instance-round);
   *single* — ``simulate`` of one instance at a time (µs per round, compilation excluded and paid once:
   later calls of the same shapes reuse it); *online* — an ``Agent``, ``decide`` then ``reward`` every round,
-  with the decision's probability (exact, or estimated by redraws for Thompson sampling). The three play
-  the same policy with the same seeds; whether they chose the same arms is printed. Single and online run
-  the same one-instance computation; the batched program is compiled for S instances at once, and where
+  with the decision's probability (exact, or estimated by redraws for Thompson sampling); ``lin-ucb``,
+  ``lin-es`` and ``glm-ucb`` run the agent's NumPy round (:mod:`nlbandit.host`), the others the jitted one.
+  The three play the same policy with the same seeds; whether they chose the same arms is printed. Single
+  and online compute the same one-instance round (the NumPy round with the same formulas and draws, to
+  rounding); the batched program is compiled for S instances at once, and where
   XLA sums in another order, a policy that iterates to a solution (the GLM's Newton steps) can end a
   round a rounding error apart and, rarely, choose another arm from then on.
 

@@ -229,8 +229,8 @@ class Agent:
 
     @property
     def state(self) -> Any:
-        """A host copy of the policy's current state (a pytree of NumPy arrays; the agent's own device arrays
-        are reused by the next reward)."""
+        """A host copy of the policy's current state (a pytree of NumPy arrays, the agent's own arrays
+        untouched by changes to it)."""
         self._learn()
         return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
 
