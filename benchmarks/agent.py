@@ -12,8 +12,8 @@ Each learner is driven as a service would drive it: per round, hand over the (K,
 hand back its reward.
 
 * nlbandit: ``Agent.decide`` then ``Agent.reward`` (decision, probability and learning: the whole round),
-  with the agent's NumPy round where the policy has one (``lin-ucb``, ``lin-es``, ``glm-ucb``;
-  :mod:`nlbandit.host`) and again with its jitted round (``numpy_round=False``) for comparison.
+  with the agent's NumPy round where the policy has one (here ``lin-ucb``, ``lin-es``, ``glm-ucb``;
+  :data:`nlbandit.host.HOST_ROUNDS`) and again with its jitted round (``numpy_round=False``) for comparison.
   Compilation is paid by a first agent of the same shapes, before the timed one (it is cached across
   agents). GLM policies use the identity link (the rewards are Gaussian) and otherwise their defaults (the
   arm set is fixed, so their per-arm statistics); policies without an exact probability (Lin-TS) also pay

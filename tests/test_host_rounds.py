@@ -20,7 +20,7 @@ from nlbandit.models.glm import newton_solve
 from nlbandit.models.links import LINKS
 from nlbandit.policies import exploration
 
-D, K, T = 6, 10, 2500
+D, K, T = 6, 10, 2000
 
 
 def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = None) -> list[int]:
@@ -40,14 +40,16 @@ def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = 
     return arms
 
 
-CASES = [("lin-ucb", "linear", {}), ("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}),
+CASES = [("uniform", "linear", {}), ("greedy", "linear", {}), ("eps-greedy", "linear", {"epsilon": 0.2}),
+         ("lin-ucb", "linear", {}), ("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}),
          ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
-         ("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15})]
+         ("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15}),
+         ("ucb-glm", "logistic", {"lam": 0.5})]
 
 
 @pytest.mark.parametrize("name, env_name, hyper", CASES)
 def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
-    """Over 2,500 rounds the host round chooses every arm the simulator chooses with the same seed, and ends in
+    """Over 2,000 rounds the host round chooses every arm the simulator chooses with the same seed, and ends in
     the jitted agent's state to 1e-9 (relative)."""
     env = nb.make_env(env_name, d=D, k=K)
     policy, params = nb.make_policy(name, env, horizon=T, **hyper)
@@ -61,7 +63,8 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("name, hyper", [("lin-ucb", {}), ("lin-es", {"m": 4})])
+@pytest.mark.parametrize("name, hyper", [("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}),
+                                         ("lin-es", {"m": 4})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks, and probabilities as well as arms: the host round reports what the jitted
     round reports."""
@@ -74,13 +77,14 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     x = np.random.default_rng(1).normal(size=(8, K, D))
     for a, b in zip(host.decide_batch(x, masks[:8]), jitted.decide_batch(x, masks[:8])):
         assert (a.event_id, a.arm, a.method) == (b.event_id, b.arm, b.method)
-        np.testing.assert_allclose([a.probability, a.score], [b.probability, b.score], rtol=1e-9)
+        np.testing.assert_allclose([a.probability, a.score, a.bonus], [b.probability, b.score, b.bonus], rtol=1e-9)
 
 
 def test_policies_without_a_numpy_round_run_the_jitted_round():
     assert not Agent("lin-ts", d=D, k=K, horizon=T).numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, backend="history").numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, width="theory").numpy_round
+    assert not Agent("ucb-glm", d=D, k=K, horizon=T, solver="gd").numpy_round
     assert Agent("glm-ucb", d=D, k=K, horizon=T, warmup="round-robin", warmup_rounds=3).numpy_round
 
 

@@ -24,8 +24,9 @@ by redrawing the round's decision ``estimate_draws`` times with independent keys
 perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
 a key stream of their own, so they change no decision.
 
-Host rounds. For ``lin-ucb``, ``lin-es`` and ``glm-ucb`` (per-arm statistics, Newton, constant width)
-the agent decides and learns in float64 NumPy on the host (:mod:`nlbandit.host`): the same state, formulas
+Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-es``, and ``glm-ucb`` and
+``ucb-glm`` with per-arm statistics, Newton and a constant width (:data:`nlbandit.host.HOST_ROUNDS`), the
+agent decides and learns in float64 NumPy on the host (:mod:`nlbandit.host`): the same state, formulas
 and random draws as the jitted policy, without the ~20 µs that launching any XLA program costs per call;
 ``numpy_round=False`` runs the jitted round instead. Decisions are the same either way except where two
 arms' scores differ by less than rounding.
@@ -268,8 +269,9 @@ class Agent:
 
     def _room(self, n: int, where: str) -> None:
         if self.policy.max_horizon is not None and self._t + n > self.policy.max_horizon:
-            raise ValueError(f"{where}: policy '{self.policy.name}' keeps a history of at most {self.policy.max_horizon}"
-                             f" observations (horizon {self.spec.horizon}); this agent has made {self._t} decisions. "
+            raise ValueError(f"{where}: policy '{self.policy.name}' keeps a history of at most "
+                             f"{self.policy.max_horizon} observations (horizon {self.spec.horizon}); this agent has "
+                             f"made {self._t} decisions. "
                              "Build the agent with a larger horizon")
 
     def _prepare(self, x: np.ndarray, m: np.ndarray) -> None:
@@ -286,7 +288,8 @@ class Agent:
             return math.nan, "none"
         counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t))
         q = counts[arm] / self.estimate_draws
-        return float(q), f"estimate: {self.estimate_draws} redraws, se {math.sqrt(q * (1 - q) / self.estimate_draws):.2g}"
+        se = math.sqrt(q * (1 - q) / self.estimate_draws)
+        return float(q), f"estimate: {self.estimate_draws} redraws, se {se:.2g}"
 
     def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None) -> tuple[int, float, float, float]:
         """(arm, score, bonus, probability) of round ``t`` by the jitted policy, after learning ``learn`` (the
@@ -434,7 +437,8 @@ class Agent:
             header = json.loads(arrays.pop("header").tobytes().decode())
             fmt, version = header.get("format"), header.get("version")
         except (KeyError, ValueError, AttributeError):
-            raise ValueError(f"Agent.load: {path} has no saved-agent header; it is not a file Agent.save wrote") from None
+            raise ValueError(f"Agent.load: {path} has no saved-agent header; it is not a file Agent.save "
+                             "wrote") from None
         if fmt != FORMAT:
             raise ValueError(f"Agent.load: {path} is not a saved agent (format {fmt!r}, expected {FORMAT!r})")
         if version != VERSION:

@@ -59,9 +59,65 @@ def _two_words(key: jax.Array) -> tuple:
     return (jax.random.bits(key, (2,), jnp.uint32),)
 
 
+def _three_words_and_coin(key: jax.Array) -> tuple:
+    """ε-greedy's draws (:func:`~nlbandit.policies.exploration.epsilon_greedy`): the exploration coin, the
+    uniform arm's word and the tie word."""
+    k_coin, k_uniform, k_ties = jax.random.split(key, 3)
+    return (jax.random.uniform(k_coin, dtype=jnp.float64), *_tie_word(k_uniform), *_tie_word(k_ties))
+
+
+def _available(mask: np.ndarray | None, k: int) -> int:
+    """The number of available arms."""
+    return k if mask is None else int(np.count_nonzero(mask))
+
+
+def _learn_nothing(params, state, draws, contexts, arm, reward, t):
+    """The update of a policy that learns nothing."""
+    return state
+
+
 def _ridge_learn(params, state, draws, contexts, arm, reward, t):
     """The update of a policy whose state is one ridge regression on the played features."""
     return ridge_update(state, contexts[arm], reward)
+
+
+def uniform(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.baselines.uniform`: an available arm uniformly at random."""
+
+    def act(params, state, draws, contexts, mask, t):
+        arm, _ = exploration.greedy_choice(draws[0], np.zeros(contexts.shape[0]), mask)
+        return arm, math.nan, math.nan, 1.0 / _available(mask, contexts.shape[0])
+
+    return HostRound(act, _learn_nothing, _tie_word, None)
+
+
+def greedy(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.baselines.greedy`: argmax_x xᵀθ̂, the ridge estimate."""
+
+    def act(params, state, draws, contexts, mask, t):
+        scores = contexts @ (state.b @ state.v_inv)
+        arm, p = exploration.greedy_choice(draws[0], scores, mask)
+        return arm, scores[arm], 0.0, p
+
+    return HostRound(act, _ridge_learn, _tie_word, None)
+
+
+def eps_greedy(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.baselines.eps_greedy`: greedy on the ridge estimate, an available arm uniformly
+    at random with probability ε; the probability ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
+
+    def act(params, state, draws, contexts, mask, t):
+        coin, uniform_word, tie_word = draws
+        scores = contexts @ (state.b @ state.v_inv)
+        best, p_best = exploration.greedy_choice(tie_word, scores, mask)
+        arm = best
+        if coin < params.epsilon:
+            arm, _ = exploration.greedy_choice(uniform_word, np.zeros(scores.shape[0]), mask)
+        tied = arm == best or (p_best < 1.0 and exploration.tied_arms(scores, mask)[arm])
+        p = params.epsilon / _available(mask, scores.shape[0]) + (1.0 - params.epsilon) * (p_best if tied else 0.0)
+        return arm, scores[arm], 0.0, p
+
+    return HostRound(act, _ridge_learn, _three_words_and_coin, None)
 
 
 def lin_ucb(config: dict[str, Any]) -> HostRound:
@@ -110,14 +166,15 @@ def lin_es(config: dict[str, Any]) -> HostRound:
     return HostRound(act, update, _two_words, _member_noise(m))
 
 
-def glm_ucb(config: dict[str, Any]) -> HostRound:
-    """:func:`nlbandit.policies.glm.glm_ucb` with per-arm statistics and the Newton MLE (constant width):
-    argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}, the warm-up's planned arms first; θ̂ refitted after every reward."""
+def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
+    """GLM-UCB (``mean_scale``: the index μ(xᵀθ̂) + ρ‖x‖_{G⁻¹}) or UCB-GLM (xᵀθ̂ + α‖x‖_{V⁻¹}) with per-arm
+    statistics, the Newton MLE refitted after every reward, and the warm-up's planned arms first."""
     link = LINKS[config["link"]]
 
     def act(params, state, draws, contexts, mask, t):
         bonus = params.alpha * mahalanobis_widths(state.v_inv, contexts)
-        scores = link.mean(contexts @ state.theta) + bonus
+        linear = contexts @ state.theta
+        scores = (link.mean(linear) if mean_scale else linear) + bonus
         chosen, p = exploration.greedy_choice(draws[0], scores, mask)
         plan = state.warmup.plan
         planned_arm = int(plan[min(t - 1, plan.shape[0] - 1)])
@@ -137,18 +194,29 @@ def glm_ucb(config: dict[str, Any]) -> HostRound:
     return HostRound(act, update, _split_tie_word, None)
 
 
+def glm_ucb(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_ucb` (constant width ρ): argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}."""
+    return _glm_optimistic(config, mean_scale=True)
+
+
+def ucb_glm(config: dict[str, Any]) -> HostRound:
+    """:func:`nlbandit.policies.glm.ucb_glm` (constant width α): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}."""
+    return _glm_optimistic(config, mean_scale=False)
+
+
 HOST_ROUNDS: dict[str, Callable[[dict[str, Any]], HostRound]] = {
-    "lin-ucb": lin_ucb, "lin-es": lin_es, "glm-ucb": glm_ucb}
+    "uniform": uniform, "greedy": greedy, "eps-greedy": eps_greedy, "lin-ucb": lin_ucb, "lin-es": lin_es,
+    "glm-ucb": glm_ucb, "ucb-glm": ucb_glm}
 """The policies with a NumPy round, by name (each under the conditions of :func:`host_round`)."""
 
 
 def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
     """The NumPy round of ``policy`` (resolved ``config``), or None where it has none: a policy not in
-    :data:`HOST_ROUNDS`, a float32 policy, and for ``glm-ucb`` the history layout, solvers other than
-    Newton and the theory width (those run the jitted round)."""
+    :data:`HOST_ROUNDS`, a float32 policy, and for ``glm-ucb`` and ``ucb-glm`` the history layout, solvers
+    other than Newton and the theory widths (those run the jitted round)."""
     if config["name"] not in HOST_ROUNDS or policy.dtype != "float64":
         return None
-    if config["name"] == "glm-ucb" and (config["backend"], config["solver"], config["width"]) != (
+    if config["name"] in ("glm-ucb", "ucb-glm") and (config["backend"], config["solver"], config["width"]) != (
             "arms", "newton", "constant"):
         return None
     return HOST_ROUNDS[config["name"]](config)
