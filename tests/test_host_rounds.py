@@ -40,10 +40,13 @@ def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = 
     return arms
 
 
-CASES = [("uniform", "linear", {}), ("greedy", "linear", {}), ("eps-greedy", "linear", {"epsilon": 0.2}),
-         ("lin-ucb", "linear", {}), ("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}),
+_SLOW = pytest.mark.slow  # the default suite keeps one case per exploration rule and estimator
+CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greedy", "linear", {}, marks=_SLOW),
+         ("eps-greedy", "linear", {"epsilon": 0.2}), ("lin-ucb", "linear", {}),
+         pytest.param("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}, marks=_SLOW),
          ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
-         ("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15}),
+         pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
+                      marks=_SLOW),
          ("ucb-glm", "logistic", {"lam": 0.5})]
 
 

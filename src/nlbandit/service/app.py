@@ -97,17 +97,14 @@ class Service:
             config = saved
         elif config is None:
             raise ConfigError(f"{folder} holds no agent: give its policy, d, k and horizon to create one")
-        agent = Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
-                      **config["hyperparameters"])
-        _warm_up(agent.spec, config)
+        _warm_up(config)  # also checks the configuration before it is stored
         if not stored.exists():
             folder.mkdir(parents=True, exist_ok=True)
             tmp = stored.with_suffix(".json.tmp")
             tmp.write_text(json.dumps(config, indent=1))
             os.replace(tmp, stored)
         snapshot = folder / "snapshot.npz"
-        if snapshot.exists():
-            agent = Agent.load(snapshot)
+        agent = Agent.load(snapshot) if snapshot.exists() else _new_agent(config)
         journal, records = Journal.open(folder / "journal.log")
         start = agent.meta.get("journal_records", 0)
         if start > len(records):
@@ -205,12 +202,18 @@ class Service:
         self.journal.close()
 
 
-def _warm_up(spec, config: dict[str, Any]) -> None:
-    """Compile the agent's functions on a throwaway agent of the same policy (compiled functions are shared
-    by agents of the same policy and shapes), so that the first request does not wait for compilation."""
-    scratch = Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
-                    **config["hyperparameters"])
-    x = np.zeros((spec.k, spec.d))
+def _new_agent(config: dict[str, Any]) -> Agent:
+    """A fresh agent of ``config`` (:func:`agent_config`); ConfigError if it is invalid."""
+    return Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
+                 **config["hyperparameters"])
+
+
+def _warm_up(config: dict[str, Any]) -> None:
+    """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
+    agents of the same policy and shapes), so that the first request does not wait for compilation;
+    ConfigError if the configuration is invalid."""
+    scratch = _new_agent(config)
+    x = np.zeros((config["k"], config["d"]))
     low, high = scratch.policy.requires.reward_range or (0.0, 0.0)
     value = min(max(0.0, low), high)
     bound = 0.0 if scratch.policy.requires.noise_level else None
