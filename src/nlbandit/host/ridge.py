@@ -19,7 +19,7 @@ def gram_update(v_inv: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
 def ridge_update(state: Ridge, x: np.ndarray, y) -> Ridge:
     """Add one observation: features ``x`` (d,), response ``y`` (scalar, or (m,) for a matrix ``b``)."""
     v_inv, dlogdet = gram_update(state.v_inv, x)
-    b = state.b + (x * y if state.b.ndim == 1 else np.outer(y, x))
+    b = state.b + (x * y if state.b.ndim == 1 else y[:, None] * x)
     return Ridge(v_inv, b, state.logdet + dlogdet)
 
 
