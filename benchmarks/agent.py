@@ -30,7 +30,9 @@ hand back its reward.
 
 Printed: µs per round (decide + reward, the mean over ``--rounds`` rounds) and the cumulative pseudo-regret
 against the best mean of each round, and the ratios VW / nlbandit for both VW timings (issue 16's target:
-≥ 10 for the linear and GLM policies).
+≥ 10 for the linear and GLM policies); then, per policy, the latency of ``decide`` alone when the rewards
+were learnt before it (``Agent.learn`` after each reward, as a service does when idle; the mean over
+``--decide-rounds`` rounds): for the neural policies, the decision without their training.
 """
 
 from __future__ import annotations
@@ -79,6 +81,25 @@ def run_agent(name: str, contexts, pay, means, numpy_round: bool = True) -> tupl
     return 1e6 * (time.perf_counter() - start) / rounds, regret, agent.numpy_round
 
 
+def decide_latency(name: str, contexts, pay, rounds: int) -> float:
+    """µs per ``decide`` of an nlbandit agent whose rewards were learnt before it (``Agent.learn``, as a service
+    does when idle), over ``rounds`` rounds: the decision alone, without the update or training."""
+    options = EXTRA.get(name, {})
+    warm = Agent(name, d=D, k=K, horizon=len(contexts), seed=1, **options)
+    for t in range(3):
+        warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
+        warm.learn()
+    agent = Agent(name, d=D, k=K, horizon=len(contexts), seed=0, **options)
+    seconds = 0.0
+    for t in range(rounds):
+        start = time.perf_counter()
+        decision = agent.decide(contexts[t])
+        seconds += time.perf_counter() - start
+        agent.reward(decision.event_id, float(pay[t, decision.arm]))
+        agent.learn()
+    return 1e6 * seconds / rounds
+
+
 def vw_text(contexts: np.ndarray) -> list[str]:
     """One round's arms as VW action lines ``|a f0:v0 … f19:v19``."""
     return ["|a " + " ".join(f"f{j}:{v:.6g}" for j, v in enumerate(row)) for row in contexts]
@@ -112,6 +133,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--policies", nargs="+", default=["lin-ucb", "lin-es", "lin-ts", "glm-ucb", "glm-es",
                                                           "neural-ucb", "neural-es"])
+    parser.add_argument("--decide-rounds", type=int, default=200, help="rounds of the decide-only timing")
     args = parser.parse_args()
     contexts, pay, means = problem(args.rounds)
     print(f"linear bandit, d = {D}, K = {K}, {args.rounds} rounds, one decision at a time; jax {jax.__version__}")
@@ -130,6 +152,8 @@ def main() -> None:
             print(f"{label:42s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
             if not on_host:
                 break
+        print(f"{'  decide alone (rewards learnt before)':42s} "
+              f"{decide_latency(name, contexts, pay, min(args.decide_rounds, args.rounds)):10.1f} µs/decide")
 
 
 if __name__ == "__main__":

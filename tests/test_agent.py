@@ -99,6 +99,24 @@ def test_each_reward_is_learnt_exactly_once():
 
 
 
+@pytest.mark.parametrize("name", ["lin-ucb", "lin-ts"])
+def test_learning_when_idle_changes_no_decision(name):
+    """Rewards learnt by ``learn`` right away, or by the next ``decide`` (for the jitted round, in one program
+    with the decision): the same decisions and the same state."""
+    env = _env("linear")
+    idle, lazy = (Agent(name, d=D, k=K, horizon=T, seed=6, estimate_draws=0) for _ in range(2))
+    keys = seed_keys(jnp.uint32(6))
+    state = env.reset(keys.env_reset)
+    for t in range(1, 41):
+        contexts = np.asarray(env.observe(state, round_key(keys.env_observe, t), t)[0])
+        first, second = idle.decide(contexts), lazy.decide(contexts)
+        np.testing.assert_equal(tuple(first), tuple(second))  # NaN (no probability) equal to NaN
+        for agent in (idle, lazy):
+            agent.reward(first.event_id, float(contexts[first.arm, 0]))
+        assert idle.learn() == 1 and idle.learn() == 0
+    _leaves_close(idle.state, lazy.state, rtol=1e-12)
+
+
 def test_the_callers_buffer_can_change_before_the_reward():
     """The agent learns the contexts it decided on, not what the caller's array holds later (a service
     reuses its buffer)."""

@@ -235,6 +235,16 @@ class Agent:
         self._learn()
         return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
 
+    def learn(self) -> int:
+        """Learn every reward given since the last decision now, and wait until the state is updated; return
+        how many. :meth:`decide` learns them anyway (the jitted round in one program with the decision); a
+        service calls this when idle, so that the next decision does not wait for the update (a neural
+        policy's training)."""
+        owed = len(self._owed)
+        self._learn()
+        jax.block_until_ready(self._state)
+        return owed
+
     def _learn(self, keep_last: bool = False) -> tuple | None:
         """Learn the rewards given since the last decision, in the order given; with ``keep_last``, all but the
         last, which is returned (as the arguments of ``update``) to be learnt in one dispatch with the next
