@@ -42,10 +42,11 @@ def client(service):
         yield c
 
 
-def test_decide_reward_health_and_metrics(client):
+def test_decide_reward_health_and_metrics(client, service):
     d = client.post("/decide", json={"contexts": _contexts(0)}).json()
     assert d["event_id"] == 1 and 0 <= d["arm"] < K and d["method"] == "exact"
     assert client.post("/reward", json={"event_id": 1, "value": 0.5}).json() == {"accepted": 1}
+    assert service.agent.learn() == 0  # learnt after the reply, before the next request
     batch = client.post("/decide_batch", json={"contexts": [_contexts(1), _contexts(2)],
                                                "masks": [[True] * K, [False, True, False, False]]}).json()
     assert [x["event_id"] for x in batch["decisions"]] == [2, 3] and batch["decisions"][1]["arm"] == 1

@@ -172,6 +172,12 @@ class Service:
         except (ValueError, TypeError) as e:
             raise RequestError(400, str(e)) from None
 
+    async def learn(self) -> None:
+        """Learn the rewards accepted so far (run after a reward's reply is sent, so that the next decision
+        does not wait for the update: :meth:`nlbandit.agent.Agent.learn`)."""
+        if not self.failed:
+            self.agent.learn()
+
     async def durable(self) -> None:
         """Wait until every journal record so far is on disk, then take a snapshot if one is due."""
         await self.journal.durable()
@@ -290,6 +296,7 @@ def _number(r: dict, name: str, where: str) -> float:
 def create_app(service: Service, max_body: int = MAX_BODY):
     """The ASGI application (Starlette) serving ``service``."""
     from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -324,7 +331,8 @@ def create_app(service: Service, max_body: int = MAX_BODY):
                 return JSONResponse({"error": service.failed}, status_code=503)
             if method == service.decide:
                 service.latency.append(time.perf_counter() - start)
-            return JSONResponse(reply)
+            learn = BackgroundTask(service.learn) if method == service.reward else None
+            return JSONResponse(reply, background=learn)
         return handle
 
     async def health(request: Request) -> JSONResponse:
