@@ -1,8 +1,8 @@
 """Float64 NumPy rounds of the online agent, for the policies whose round is a few small matrix products.
 
-One online decision through XLA costs at least one program launch (~20 µs on this project's CPU, measured
-in ``benchmarks/agent.py``'s notes) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is
-only a few thousand flops. :class:`~nlbandit.agent.Agent` therefore runs the round of the policies listed
+One online decision through XLA costs at least one program launch (~20 µs on this project's 2-core CPU, the
+README's Performance section) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is only a
+few thousand flops. :class:`~nlbandit.agent.Agent` therefore runs the round of the policies listed
 in :data:`~nlbandit.host.rounds.HOST_ROUNDS` in NumPy on the host: the same state pytree (NumPy leaves
 instead of device arrays), the same formulas as the jitted policy, and the same random numbers — every
 draw comes from the simulator's round keys, computed for blocks of rounds at once by one jitted call

@@ -40,13 +40,8 @@ LINKS: dict[str, Link] = {
 """The links of :data:`nlbandit.models.links.LINKS`, by name."""
 
 
-def glm_objective(link: Link, theta, x, w, s, lam) -> float:
-    """F(θ) = Σ_i [w_i b(x_iᵀθ) − s_i x_iᵀθ] + (λ/2)‖θ‖²."""
-    return _objective(link, x @ theta, theta, w, s, lam)
-
-
 def _objective(link: Link, v, theta, w, s, lam) -> float:
-    """F(θ) given the linear predictors v = xθ."""
+    """F(θ) = Σ_i [w_i b(v_i) − s_i v_i] + (λ/2)‖θ‖², given the linear predictors v = xθ."""
     return float((w * link.log_partition(v) - s * v).sum() + 0.5 * lam * (theta @ theta))
 
 
