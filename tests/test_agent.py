@@ -99,12 +99,13 @@ def test_each_reward_is_learnt_exactly_once():
 
 
 
-@pytest.mark.parametrize("name", ["lin-ucb", "lin-ts"])
-def test_learning_when_idle_changes_no_decision(name):
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_learning_when_idle_changes_no_decision(numpy_round):
     """Rewards learnt by ``learn`` right away, or by the next ``decide`` (for the jitted round, in one program
     with the decision): the same decisions and the same state."""
     env = _env("linear")
-    idle, lazy = (Agent(name, d=D, k=K, horizon=T, seed=6, estimate_draws=0) for _ in range(2))
+    idle, lazy = (Agent("lin-ts", d=D, k=K, horizon=T, seed=6, estimate_draws=0, numpy_round=numpy_round)
+                  for _ in range(2))
     keys = seed_keys(jnp.uint32(6))
     state = env.reset(keys.env_reset)
     for t in range(1, 41):

@@ -42,7 +42,7 @@ def _play(agent: Agent, env, seed: int, rounds: int, masks: np.ndarray | None = 
 
 _SLOW = pytest.mark.slow  # the default suite keeps one case per exploration rule and estimator
 CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greedy", "linear", {}, marks=_SLOW),
-         ("eps-greedy", "linear", {"epsilon": 0.2}), ("lin-ucb", "linear", {}),
+         ("eps-greedy", "linear", {"epsilon": 0.2}), ("lin-ucb", "linear", {}), ("lin-ts", "linear", {"v": 0.3}),
          pytest.param("lin-ucb", "linear", {"width": "constant", "alpha": 0.3}, marks=_SLOW),
          ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
          pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
@@ -57,7 +57,8 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
     env = nb.make_env(env_name, d=D, k=K)
     policy, params = nb.make_policy(name, env, horizon=T, **hyper)
     simulated = nb.simulate(env, policy, params, T, [5]).arms[0].tolist()
-    host, jitted = (Agent(name, d=D, k=K, horizon=T, seed=5, numpy_round=flag, **hyper) for flag in (True, False))
+    host, jitted = (Agent(name, d=D, k=K, horizon=T, seed=5, estimate_draws=0, numpy_round=flag, **hyper)
+                    for flag in (True, False))
     assert host.numpy_round and not jitted.numpy_round
     assert _play(host, env, 5, T) == simulated
     _play(jitted, env, 5, T)
@@ -67,7 +68,7 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
 
 
 @pytest.mark.parametrize("name, hyper", [("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}),
-                                         ("lin-es", {"m": 4})])
+                                         ("lin-ts", {"estimate_draws": 300}), ("lin-es", {"m": 4})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks, and probabilities as well as arms: the host round reports what the jitted
     round reports."""
@@ -76,6 +77,7 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     masks = np.random.default_rng(0).random((rounds, K)) < 0.4
     masks[:, 0] = True
     host, jitted = (Agent(name, d=D, k=K, horizon=rounds, seed=2, numpy_round=flag, **hyper) for flag in (True, False))
+    assert host.numpy_round and not jitted.numpy_round
     assert _play(host, env, 2, rounds, masks) == _play(jitted, env, 2, rounds, masks)
     x = np.random.default_rng(1).normal(size=(8, K, D))
     for a, b in zip(host.decide_batch(x, masks[:8]), jitted.decide_batch(x, masks[:8])):
@@ -84,7 +86,8 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
 
 
 def test_policies_without_a_numpy_round_run_the_jitted_round():
-    assert not Agent("lin-ts", d=D, k=K, horizon=T).numpy_round
+    assert not Agent("lin-phe", d=D, k=K, horizon=T).numpy_round
+    assert not Agent("glm-tsl", d=D, k=K, horizon=T).numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, backend="history").numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, width="theory").numpy_round
     assert not Agent("ucb-glm", d=D, k=K, horizon=T, solver="gd").numpy_round

@@ -24,7 +24,7 @@ by redrawing the round's decision ``estimate_draws`` times with independent keys
 perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
 a key stream of their own, so they change no decision.
 
-Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-es``, and ``glm-ucb`` and
+Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb`` and
 ``ucb-glm`` with per-arm statistics, Newton and a constant width (:data:`nlbandit.host.HOST_ROUNDS`), the
 agent decides and learns in float64 NumPy on the host (:mod:`nlbandit.host`): the same state, formulas
 and random draws as the jitted policy, without the ~20 µs that launching any XLA program costs per call;

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Policy
+from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.host import exploration
 from nlbandit.host.glm import LINKS, newton_solve
 from nlbandit.host.ridge import gram_update, mahalanobis_widths, ridge_update
@@ -81,7 +81,7 @@ def _ridge_learn(params, state, draws, contexts, arm, reward, t):
     return ridge_update(state, contexts[arm], reward)
 
 
-def uniform(config: dict[str, Any]) -> HostRound:
+def uniform(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.baselines.uniform`: an available arm uniformly at random."""
 
     def act(params, state, draws, contexts, mask, t):
@@ -91,7 +91,7 @@ def uniform(config: dict[str, Any]) -> HostRound:
     return HostRound(act, _learn_nothing, _tie_word, None)
 
 
-def greedy(config: dict[str, Any]) -> HostRound:
+def greedy(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.baselines.greedy`: argmax_x xᵀθ̂, the ridge estimate."""
 
     def act(params, state, draws, contexts, mask, t):
@@ -102,7 +102,7 @@ def greedy(config: dict[str, Any]) -> HostRound:
     return HostRound(act, _ridge_learn, _tie_word, None)
 
 
-def eps_greedy(config: dict[str, Any]) -> HostRound:
+def eps_greedy(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.baselines.eps_greedy`: greedy on the ridge estimate, an available arm uniformly
     at random with probability ε; the probability ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
 
@@ -120,7 +120,7 @@ def eps_greedy(config: dict[str, Any]) -> HostRound:
     return HostRound(act, _ridge_learn, _three_words_and_coin, None)
 
 
-def lin_ucb(config: dict[str, Any]) -> HostRound:
+def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ucb`: argmax_x xᵀθ̂ + α_t ‖x‖_{V⁻¹}, α_t the OFUL radius (Abbasi-Yadkori
     et al. 2011, Thm. 2) or a constant."""
     oful = config["width"] == "oful"
@@ -140,12 +140,38 @@ def lin_ucb(config: dict[str, Any]) -> HostRound:
 
 
 @functools.lru_cache(maxsize=None)
+def _gaussian_and_tie_word(d: int) -> Callable[[jax.Array], tuple]:
+    """Lin-TS's draws from its act key: z ~ N(0, I_d) and the tie word (one function per d, so its compiled
+    block is shared)."""
+
+    def draws(key):
+        k_z, k_ties = jax.random.split(key)
+        return (normal(k_z, (d,)), *_tie_word(k_ties))
+
+    return draws
+
+
+def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
+    probability is estimated by the agent's redraws, as for the jitted round)."""
+
+    def act(params, state, draws, contexts, mask, t):
+        z, tie_word = draws
+        center = state.b @ state.v_inv
+        scores = contexts @ (center + params.v * (np.linalg.cholesky(state.v_inv) @ z))
+        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
+        return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
+
+    return HostRound(act, _ridge_learn, _gaussian_and_tie_word(spec.d), None)
+
+
+@functools.lru_cache(maxsize=None)
 def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
     """The m standard normals of Lin-ES's update (one function per m, so its compiled block is shared)."""
     return lambda key: (normal(key, (m,)),)
 
 
-def lin_es(config: dict[str, Any]) -> HostRound:
+def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_es`: play member j_t's argmax; every member gets a fresh
     perturbation of the reward."""
     m = config["m"]
@@ -194,20 +220,21 @@ def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
     return HostRound(act, update, _split_tie_word, None)
 
 
-def glm_ucb(config: dict[str, Any]) -> HostRound:
+def glm_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_ucb` (constant width ρ): argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}."""
     return _glm_optimistic(config, mean_scale=True)
 
 
-def ucb_glm(config: dict[str, Any]) -> HostRound:
+def ucb_glm(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.ucb_glm` (constant width α): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}."""
     return _glm_optimistic(config, mean_scale=False)
 
 
-HOST_ROUNDS: dict[str, Callable[[dict[str, Any]], HostRound]] = {
-    "uniform": uniform, "greedy": greedy, "eps-greedy": eps_greedy, "lin-ucb": lin_ucb, "lin-es": lin_es,
-    "glm-ucb": glm_ucb, "ucb-glm": ucb_glm}
-"""The policies with a NumPy round, by name (each under the conditions of :func:`host_round`)."""
+HOST_ROUNDS: dict[str, Callable[[dict[str, Any], ProblemSpec], HostRound]] = {
+    "uniform": uniform, "greedy": greedy, "eps-greedy": eps_greedy, "lin-ucb": lin_ucb, "lin-ts": lin_ts,
+    "lin-es": lin_es, "glm-ucb": glm_ucb, "ucb-glm": ucb_glm}
+"""The policies with a NumPy round, by name: each builds it from the resolved configuration and the sizes
+(under the conditions of :func:`host_round`)."""
 
 
 def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
@@ -219,4 +246,4 @@ def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
     if config["name"] in ("glm-ucb", "ucb-glm") and (config["backend"], config["solver"], config["width"]) != (
             "arms", "newton", "constant"):
         return None
-    return HOST_ROUNDS[config["name"]](config)
+    return HOST_ROUNDS[config["name"]](config, policy.spec)
