@@ -225,7 +225,7 @@ def test_a_claim_over_a_case_not_run_is_decided_only_when_the_other_cases_decide
     assert judge(f"at_least(2, paired('A', 'B') < 0, {gone_true}, regret('A') > 10 ** 6)") is None
     assert judge(f"at_least(1, paired('A', 'B') < 0, {gone_true})") is True
     assert judge(f"paired('A', 'B') < 0 or {gone_true}") is True
-    assert judge(f"paired('B', 'A') < 0 and lower(paired('A', 'B', case='gone')) <= 0") is False
+    assert judge("paired('B', 'A') < 0 and lower(paired('A', 'B', case='gone')) <= 0") is False
     assert judge("regret('A', case='gone') <= 2 * regret('B') + 1") is None
     assert judge("-regret('A', case='gone') < 0 or not regret('B', case='gone') > 1") is None
 

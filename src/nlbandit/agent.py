@@ -45,7 +45,6 @@ match what the policy builds now, each with a message saying so.
 from __future__ import annotations
 
 import functools
-import io
 import json
 import math
 import os
