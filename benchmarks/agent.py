@@ -62,15 +62,23 @@ def problem(rounds: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndar
     return instance.contexts, instance.rewards, instance.means
 
 
+def compiled_agent(name: str, contexts, pay, learn: bool = False, **options) -> Agent:
+    """A fresh agent (seed 0) of ``name`` whose programs a first agent of the same shapes compiled, over three
+    rounds (decide, reward and the redraws; with ``learn``, also ``Agent.learn``)."""
+    options = dict(EXTRA.get(name, {}), **options)
+    warm = Agent(name, d=D, k=K, horizon=len(contexts), seed=1, **options)
+    for t in range(3):
+        warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
+        if learn:
+            warm.learn()
+    return Agent(name, d=D, k=K, horizon=len(contexts), seed=0, **options)
+
+
 def run_agent(name: str, contexts, pay, means, numpy_round: bool = True) -> tuple[float, float, bool]:
     """µs per round and pseudo-regret of an nlbandit agent, and whether it ran a NumPy round (where the
     policy has one, unless ``numpy_round`` is False)."""
     rounds = len(contexts)
-    options = dict(EXTRA.get(name, {}), numpy_round=numpy_round)
-    warm = Agent(name, d=D, k=K, horizon=rounds, seed=1, **options)
-    for t in range(3):  # compiles decide, reward and the redraws
-        warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
-    agent = Agent(name, d=D, k=K, horizon=rounds, seed=0, **options)
+    agent = compiled_agent(name, contexts, pay, numpy_round=numpy_round)
     regret = 0.0
     start = time.perf_counter()
     for t in range(rounds):
@@ -84,12 +92,7 @@ def run_agent(name: str, contexts, pay, means, numpy_round: bool = True) -> tupl
 def decide_latency(name: str, contexts, pay, rounds: int) -> float:
     """µs per ``decide`` of an nlbandit agent whose rewards were learnt before it (``Agent.learn``, as a service
     does when idle), over ``rounds`` rounds: the decision alone, without the update or training."""
-    options = EXTRA.get(name, {})
-    warm = Agent(name, d=D, k=K, horizon=len(contexts), seed=1, **options)
-    for t in range(3):
-        warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
-        warm.learn()
-    agent = Agent(name, d=D, k=K, horizon=len(contexts), seed=0, **options)
+    agent = compiled_agent(name, contexts, pay, learn=True)
     seconds = 0.0
     for t in range(rounds):
         start = time.perf_counter()
