@@ -15,8 +15,8 @@ Each library is driven its own natural way:
 * Vowpal Wabbit (``--cb_explore_adf``, one multi-line text example per round, an action line per arm;
   ε-greedy with its default ε = 0.05, and SquareCB): ``predict`` → PMF → an arm drawn with NumPy →
   ``learn`` with the chosen arm's cost (−reward) and probability. The text of every round is formatted
-  before the clock starts, which favours VW: formatting 50 × 20 numbers per round in Python costs more
-  than VW's own work (a service would pay it).
+  before the clock starts, which favours VW: formatting 50 × 20 numbers per round costs another ~160 µs
+  even written the fastest way we found (``benchmarks/agent.py``), and a service would pay it.
 * coba (``coba.Experiment`` over an environment built with ``Environments.from_lambda`` from the exported
   table; the arms are actions given by their features, no context): its ``LinUCBLearner`` (α = 1) and
   ``LinTSLearner`` on the action features (``features=['a']``). Time: the whole ``Experiment.run``.
@@ -29,9 +29,9 @@ Each library is driven its own natural way:
   *single* — ``simulate`` of one instance at a time (µs per round, compilation excluded and paid once:
   later calls of the same shapes reuse it); *online* — an ``Agent``, ``decide`` then ``reward`` every round,
   with the decision's probability (exact, or estimated by redraws for Thompson sampling); ``lin-ucb``,
-  ``lin-es`` and ``glm-ucb`` run the agent's NumPy round (:mod:`nlbandit.host`), the others the jitted one.
+  ``lin-es`` and ``glm-ucb`` run the agent's host round (:mod:`nlbandit.host`), the others the jitted one.
   The three play the same policy with the same seeds; whether they chose the same arms is printed. Single
-  and online compute the same one-instance round (the NumPy round with the same formulas and draws, to
+  and online compute the same one-instance round (the host round with the same formulas and draws, to
   rounding); the batched program is compiled for S instances at once, and where
   XLA sums in another order, a policy that iterates to a solution (the GLM's Newton steps) can end a
   round a rounding error apart and, rarely, choose another arm from then on.

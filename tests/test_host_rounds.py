@@ -1,5 +1,6 @@
-"""The agent's NumPy rounds (nlbandit.host): the simulator's decisions over thousands of rounds, the jitted
-policy's state to rounding, and each NumPy piece against the jitted function it mirrors."""
+"""The agent's host rounds (nlbandit.host): the simulator's decisions over thousands of rounds, the jitted
+policy's state to rounding, and each host piece (NumPy or numba-compiled) against the jitted function it
+mirrors."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from nlbandit.agent import Agent
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.host import exploration as host_exploration
 from nlbandit.host.draws import BLOCK, DrawBlocks
-from nlbandit.host.glm import LINKS as HOST_LINKS
-from nlbandit.host.glm import newton_solve as host_newton
+from nlbandit.host import glm as host_glm
+from nlbandit.host.ridge import gram_update as host_gram_update
 from nlbandit.host.rounds import _two_words
 from nlbandit.models.glm import newton_solve
 from nlbandit.models.links import LINKS
+from nlbandit.models.ridge import gram_update, mahalanobis_widths
 from nlbandit.policies import exploration
 
 D, K, T = 6, 10, 2000
@@ -61,9 +63,9 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
     assert _play(host, env, 5, T) == simulated
 
 
-@pytest.mark.parametrize("name, hyper", [("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}),
-                                         ("lin-ts", {"estimate_draws": 300}), ("lin-es", {"m": 4}),
-                                         ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
+@pytest.mark.parametrize("name, hyper", [
+    ("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}), ("lin-ts", {"estimate_draws": 300}),
+    ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks: the host round reports the jitted round's arms, probabilities, scores and
     bonuses, and ends in its state to 1e-9 (relative)."""
@@ -121,14 +123,14 @@ def _scores_with_ties(rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.
     scores = rng.normal(size=k).round(1)
     best = rng.choice(k, size=rng.integers(1, 4), replace=False)
     scores[best] = 2.0 + rng.uniform(0, 1e-13, size=best.size)
-    mask = rng.random(k) < 0.8
+    mask = rng.random(k) < 0.8 if rng.random() < 2 / 3 else np.ones(k, bool)
     mask[best[0]] = True
     return scores, mask
 
 
 def test_greedy_choice_equals_the_jitted_rule():
-    """Random words, ties of 1 to 3 arms, random masks; and the word that gives the single best arm priority 0,
-    for which the jitted argmax returns arm 0."""
+    """Random words, ties of 1 to 3 arms, random masks (a third all True); and the word that gives the single
+    best arm priority 0, for which the jitted argmax returns arm 0."""
     rng = np.random.default_rng(0)
     jitted = jax.jit(exploration.greedy_choice)
     for i in range(300):
@@ -138,40 +140,80 @@ def test_greedy_choice_equals_the_jitted_rule():
             scores[:], mask[:] = np.arange(12.0), True
             word = np.uint32((11 * 0x9E3779B9) & 0xFFFFFFFF)
         arm, p = jitted(jnp.uint32(word), jnp.asarray(scores), jnp.asarray(mask))
-        assert host_exploration.greedy_choice(word, scores, mask) == (int(arm), float(p))
+        host_mask = None if mask.all() else mask  # None: the unmasked path
+        assert host_exploration.greedy_choice(word, scores, host_mask) == (int(arm), float(p))
         if i % 50 == 0:
             assert int(arm) == 0
-    words = rng.integers(0, 2**32, size=100).astype(np.uint32)
-    np.testing.assert_array_equal(np.stack([host_exploration.tie_priorities(w, 12) for w in words]),
-                                  jax.vmap(lambda w: exploration.tie_priorities(w, 12))(jnp.asarray(words)))
 
 
 def test_ensemble_probability_equals_the_jitted_rule():
     rng = np.random.default_rng(1)
-    for _ in range(50):
+    for i in range(60):
         members = rng.normal(size=(7, 9)).round(1)
         mask = rng.random(9) < 0.7
         mask[0] = True
-        arm, m_used = int(rng.integers(0, 9)), float(rng.integers(1, 8))
+        if i % 3 == 0:
+            mask[:] = True
+        arm, m_used = int(rng.integers(0, 9)), int(rng.integers(1, 8))
         expected = exploration.ensemble_probability(jnp.asarray(members), arm, jnp.asarray(mask), jnp.float64(m_used))
-        assert host_exploration.ensemble_probability(members, arm, mask, m_used) == pytest.approx(float(expected),
-                                                                                                  abs=1e-15)
+        host_mask = None if mask.all() else mask  # None: the unmasked path
+        assert host_exploration.ensemble_probability(members, arm, host_mask, m_used) == pytest.approx(
+            float(expected), abs=1e-15)
         assert host_exploration.member_draw(np.uint32(4_000_000_001), m_used) == int(
             exploration.member_draw(jnp.uint32(4_000_000_001), jnp.float64(m_used)))
 
 
 @pytest.mark.parametrize("link", ["logistic", "identity", "probit", "poisson"])
+def test_compiled_links_equal_the_jitted_links(link):
+    """On |v| ≤ 12 (μ down to 1e-33), relative 1e-13; probit's b(v) = vΦ(v) + φ(v) cancels for v ≪ 0 in
+    both implementations, so b is compared to 1e-13 of its terms' size |vμ(v)|."""
+    v = np.linspace(-12.0, 12.0, 481)
+    code, jitted = host_glm.LINK_CODES[link], LINKS[link]
+    terms = np.abs(v * np.asarray(jitted.mean(jnp.asarray(v))))
+    for host_fn, jitted_fn, atol in ((host_glm.mean, jitted.mean, 0.0), (host_glm.dmean, jitted.dmean, 0.0),
+                                     (host_glm.log_partition, jitted.log_partition, 1e-13 * terms)):
+        host, expected = np.array([host_fn(code, float(u)) for u in v]), np.asarray(jitted_fn(jnp.asarray(v)))
+        worst = np.abs(host - expected) - (atol + 1e-13 * np.abs(expected))
+        assert worst.max() <= 0.0, f"{host_fn.__name__}: off at v = {v[worst.argmax()]}"
+
+
+@pytest.mark.parametrize("link", ["logistic", "identity", "probit", "poisson"])
 def test_newton_solve_equals_the_jitted_solver(link):
-    """Per-arm rows with pull counts and response sums in the link's range, cold and warm starts."""
+    """Per-arm rows with pull counts and response sums in the link's range, cold and warm starts; and
+    refit_arms = one more pull of an arm, then the solve."""
     rng = np.random.default_rng(2)
     x = rng.normal(size=(15, 5)) / 2
     n = rng.integers(0, 40, size=15).astype(float)
     means = np.asarray(LINKS[link].mean(jnp.asarray(x @ rng.normal(size=5))))
     s = n * means + np.sqrt(n) * 0.1 * rng.normal(size=15) * (link == "identity")
+    code = host_glm.LINK_CODES[link]
     for theta0 in (np.zeros(5), rng.normal(size=5) * 0.3):
         expected = newton_solve(LINKS[link], x, n, s, 0.5, theta0).theta
-        np.testing.assert_allclose(host_newton(HOST_LINKS[link], x, n, s, 0.5, theta0), expected, rtol=1e-9,
-                                   atol=1e-12)
+        np.testing.assert_allclose(host_glm.newton_solve(code, x, n, s, 0.5, theta0, *host_glm.NEWTON_OPTIONS),
+                                   expected, rtol=1e-9, atol=1e-12)
+        n2, s2, theta = host_glm.refit_arms(code, x, n, s, 4, 0.75, 0.5, theta0, *host_glm.NEWTON_OPTIONS)
+        assert (n2[4], s2[4], n[4], s[4]) == (n[4] + 1.0, s[4] + 0.75, n2[4] - 1.0, s2[4] - 0.75)  # inputs kept
+        np.testing.assert_array_equal(np.delete(n2, 4), np.delete(n, 4))
+        expected = newton_solve(LINKS[link], x, n2, s2, 0.5, theta0).theta
+        np.testing.assert_allclose(theta, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("link", ["logistic", "identity"])
+@pytest.mark.parametrize("mean_scale", [True, False])
+def test_optimistic_scores_and_gram_update_equal_the_jitted_formulas(link, mean_scale):
+    rng = np.random.default_rng(3)
+    contexts, theta = rng.normal(size=(12, 5)), rng.normal(size=5)
+    a = rng.normal(size=(5, 5))
+    inverse = np.linalg.inv(a @ a.T + np.eye(5))
+    scores, bonus = host_glm.optimistic_scores(host_glm.LINK_CODES[link], mean_scale, contexts, theta, inverse, 0.7)
+    expected_bonus = 0.7 * np.asarray(mahalanobis_widths(jnp.asarray(inverse), jnp.asarray(contexts)))
+    linear = np.asarray(LINKS[link].mean(jnp.asarray(contexts @ theta))) if mean_scale else contexts @ theta
+    np.testing.assert_allclose(bonus, expected_bonus, rtol=1e-12)
+    np.testing.assert_allclose(scores, linear + expected_bonus, rtol=1e-12)
+    out, dlogdet = host_gram_update(inverse, contexts[0])
+    expected, expected_dlogdet = gram_update(jnp.asarray(inverse), jnp.asarray(contexts[0]))
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-15)
+    assert dlogdet == pytest.approx(float(expected_dlogdet), rel=1e-13)
 
 
 def test_draw_blocks_are_the_round_keys_draws():

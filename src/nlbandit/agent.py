@@ -26,10 +26,10 @@ a key stream of their own, so they change no decision.
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb`` and
 ``ucb-glm`` with per-arm statistics, Newton and a constant width (:data:`nlbandit.host.HOST_ROUNDS`), the
-agent decides and learns in float64 NumPy on the host (:mod:`nlbandit.host`): the same state, formulas
-and random draws as the jitted policy, without the ~20 µs that launching any XLA program costs per call;
-``numpy_round=False`` runs the jitted round instead. Decisions are the same either way except where two
-arms' scores differ by less than rounding.
+agent decides and learns in float64 on the host, on NumPy arrays, its loops compiled by numba
+(:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted policy, without the ~20 µs
+that launching any XLA program costs per call; ``numpy_round=False`` runs the jitted round instead.
+Decisions are the same either way except where two arms' scores differ by less than rounding.
 
 Compiled functions are cached per policy object, and :func:`~nlbandit.policies.registry.make_policy`
 returns one object per (name, sizes, static hyperparameters): a second agent of the same policy and
@@ -156,7 +156,7 @@ class Agent:
       seed: the seed of the agent's random streams (the simulator's streams of that seed).
       estimate_draws: redraws per decision that estimate the probability where the policy has no exact one
         (0: report NaN with method ``"none"``).
-      numpy_round: decide and learn in NumPy where the policy has a host round (module docstring); False:
+      numpy_round: decide and learn on the host where the policy has a host round (module docstring); False:
         always the jitted round.
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`.
 
@@ -209,7 +209,7 @@ class Agent:
 
     @property
     def numpy_round(self) -> bool:
-        """Whether this agent decides and learns in NumPy on the host (module docstring)."""
+        """Whether this agent decides and learns on the host, not by XLA programs (module docstring)."""
         return self._host is not None
 
     @property

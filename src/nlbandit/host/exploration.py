@@ -1,5 +1,6 @@
-"""NumPy mirrors of :mod:`nlbandit.policies.exploration`: the masked argmax with hashed tie-breaking and
-the exact probability of an ensemble's choice, bit-for-bit the same choices given the same scores.
+"""Host mirrors of :mod:`nlbandit.policies.exploration` (compiled by numba): the masked argmax with hashed
+tie-breaking and the exact probability of an ensemble's choice, bit-for-bit the same choices given the same
+scores.
 
 A ``mask`` is a (K,) boolean array of the available arms, or None when every arm is available (which
 saves masking the scores in the common case)."""
@@ -7,20 +8,24 @@ saves masking the scores in the common case)."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from nlbandit.policies.exploration import TIE_RTOL
 
-_GOLDEN = np.uint32(0x9E3779B9)
+_GOLDEN = np.uint64(0x9E3779B9)
+_LOW32 = np.uint64(0xFFFFFFFF)
 
 
-def tie_priorities(word: np.uint32, k: int) -> np.ndarray:
-    """:func:`nlbandit.policies.exploration.tie_priorities`: mix32(word XOR golden·index), uint32 arithmetic."""
-    x = np.uint32(word) ^ (np.arange(k, dtype=np.uint32) * _GOLDEN)
-    x ^= x >> 16
-    x *= np.uint32(0x7FEB352D)
-    x ^= x >> 15
-    x *= np.uint32(0x846CA68B)
-    return x ^ (x >> 16)
+@njit(cache=True)
+def _priority(word: np.uint64, arm: int) -> np.uint64:
+    """:func:`nlbandit.policies.exploration.tie_priorities` of one arm: mix32(word XOR golden·arm), in uint64
+    arithmetic kept to 32 bits (numba has no wrapping uint32 products)."""
+    x = word ^ ((np.uint64(arm) * _GOLDEN) & _LOW32)
+    x ^= x >> np.uint64(16)
+    x = (x * np.uint64(0x7FEB352D)) & _LOW32
+    x ^= x >> np.uint64(15)
+    x = (x * np.uint64(0x846CA68B)) & _LOW32
+    return x ^ (x >> np.uint64(16))
 
 
 def tied_arms(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -32,33 +37,33 @@ def tied_arms(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return scores >= best - TIE_RTOL * np.maximum(1.0, np.abs(best))
 
 
-def _mix32(x: int) -> int:
-    """:func:`nlbandit.policies.exploration.mix32` of one Python integer."""
-    x ^= x >> 16
-    x = (x * 0x7FEB352D) & 0xFFFFFFFF
-    x ^= x >> 15
-    x = (x * 0x846CA68B) & 0xFFFFFFFF
-    return x ^ (x >> 16)
+@njit(cache=True)
+def _best(scores: np.ndarray, mask: np.ndarray | None) -> float:
+    """The best score among the available arms."""
+    best = -np.inf
+    for a in range(scores.shape[0]):
+        if (mask is None or mask[a]) and scores[a] > best:
+            best = scores[a]
+    return best
 
 
+@njit(cache=True)
 def greedy_choice(word: np.uint32, scores: np.ndarray, mask: np.ndarray | None) -> tuple[int, float]:
-    """(arm, probability) of :func:`nlbandit.policies.exploration.greedy_choice`: the tied arm of highest
-    priority, and 1/|tied|.
-
-    With one arm tied (almost every round) only that arm's priority is computed: the jitted rule's
-    argmax over the tied arms' priorities and zeros elsewhere returns it, or arm 0 when its priority is 0.
-    """
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    best = float(scores.max())
-    tied = scores >= best - TIE_RTOL * max(1.0, abs(best))  # unavailable arms are at -inf, below any finite best
-    count = int(np.count_nonzero(tied))
-    if count > 1:
-        return int(np.argmax(np.where(tied, tie_priorities(word, scores.shape[0]), 0))), 1.0 / count
-    arm = int(tied.argmax())
-    if _mix32(int(word) ^ ((arm * 0x9E3779B9) & 0xFFFFFFFF)) == 0:
-        arm = 0
-    return arm, 1.0
+    """(arm, probability) of :func:`nlbandit.policies.exploration.greedy_choice`: among the tied arms
+    (:func:`tied_arms`), the one of highest priority, and 1/|tied|. As the jitted rule's argmax over the
+    tied arms' priorities and zeros elsewhere: the first of equal priorities, and arm 0 when every tied arm's
+    priority is 0."""
+    best = _best(scores, mask)
+    floor = best - TIE_RTOL * max(1.0, abs(best))
+    w = np.uint64(word)
+    arm, top, count = 0, np.uint64(0), 0
+    for a in range(scores.shape[0]):
+        if (mask is None or mask[a]) and scores[a] >= floor:
+            count += 1
+            priority = _priority(w, a)
+            if priority > top:
+                arm, top = a, priority
+    return arm, 1.0 / count
 
 
 def member_draw(word: np.uint32, m_used: float) -> int:
@@ -66,7 +71,19 @@ def member_draw(word: np.uint32, m_used: float) -> int:
     return int(word) % int(m_used)
 
 
-def ensemble_probability(member_scores: np.ndarray, arm: int, mask: np.ndarray | None, m_used: float) -> float:
-    """:func:`nlbandit.policies.exploration.ensemble_probability` from the members' scores (m, K)."""
-    tied = tied_arms(member_scores[: int(m_used)], mask)
-    return float((tied[:, arm] / tied.sum(axis=1)).sum() / m_used)
+@njit(cache=True)
+def ensemble_probability(member_scores: np.ndarray, arm: int, mask: np.ndarray | None, m_used: int) -> float:
+    """:func:`nlbandit.policies.exploration.ensemble_probability` from the members' scores (m, K): the mean over
+    the first ``m_used`` members of [arm tied for the member's best]/|tied| (compiled: one pass, no masks built).
+    """
+    total = 0.0
+    for j in range(m_used):
+        best = _best(member_scores[j], mask)
+        floor = best - TIE_RTOL * max(1.0, abs(best))
+        if member_scores[j, arm] >= floor and (mask is None or mask[arm]):
+            tied = 0
+            for a in range(member_scores.shape[1]):
+                if (mask is None or mask[a]) and member_scores[j, a] >= floor:
+                    tied += 1
+            total += 1.0 / tied
+    return total / m_used

@@ -1,19 +1,27 @@
-"""NumPy mirror of :mod:`nlbandit.models.ridge` (float64 Sherman–Morrison ridge state, same pytree)."""
+"""Host mirror of :mod:`nlbandit.models.ridge` (float64 Sherman–Morrison ridge state, same pytree; the rank-one
+update compiled by numba)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from numba import njit
 
 from nlbandit.models.ridge import Ridge
 
 
-def gram_update(v_inv: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
-    """Sherman–Morrison: (V + xxᵀ)⁻¹ from V⁻¹, and log(1 + xᵀV⁻¹x)."""
+@njit(cache=True)
+def gram_update(v_inv, x):
+    """Sherman–Morrison: (V + xxᵀ)⁻¹ from V⁻¹ (symmetric), and log(1 + xᵀV⁻¹x)."""
     vx = v_inv @ x
     q = x @ vx
-    return v_inv - vx[:, None] * vx / (1.0 + q), math.log1p(q)
+    scale = 1.0 / (1.0 + q)
+    out = np.empty_like(v_inv)
+    for i in range(vx.shape[0]):
+        for j in range(vx.shape[0]):
+            out[i, j] = v_inv[i, j] - vx[i] * vx[j] * scale
+    return out, math.log1p(q)
 
 
 def ridge_update(state: Ridge, x: np.ndarray, y) -> Ridge:

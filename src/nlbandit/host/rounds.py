@@ -1,4 +1,4 @@
-"""The NumPy rounds of the policies the agent runs on the host (:mod:`nlbandit.host`).
+"""The rounds the agent runs on the host, one per policy that has one (:mod:`nlbandit.host`).
 
 A :class:`HostRound` is the policy's ``act`` and ``update`` on NumPy state, with the random numbers each
 needs as a function of the round key (``act_draws``, ``update_draws``) so that they are the jitted policy's
@@ -17,8 +17,7 @@ import numpy as np
 
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, ProblemSpec
-from nlbandit.host import exploration
-from nlbandit.host.glm import LINKS, newton_solve
+from nlbandit.host import exploration, glm
 from nlbandit.host.ridge import gram_update, mahalanobis_widths, ridge_update
 from nlbandit.models.history import Rows
 from nlbandit.policies.linear import LinES
@@ -183,7 +182,7 @@ def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         scores = contexts @ (ridge.v_inv @ ridge.b[j])
         arm, _ = exploration.greedy_choice(tie_word, scores, mask)
         members = (ridge.b @ ridge.v_inv) @ contexts.T
-        return arm, scores[arm], math.nan, exploration.ensemble_probability(members, arm, mask, params.m_used)
+        return arm, scores[arm], math.nan, exploration.ensemble_probability(members, arm, mask, int(params.m_used))
 
     def update(params, state, draws, contexts, arm, reward, t):
         y = reward + params.sigma_r * draws[0]
@@ -195,12 +194,11 @@ def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
     """GLM-UCB (``mean_scale``: the index μ(xᵀθ̂) + ρ‖x‖_{G⁻¹}) or UCB-GLM (xᵀθ̂ + α‖x‖_{V⁻¹}) with per-arm
     statistics, the Newton MLE refitted after every reward, and the warm-up's planned arms first."""
-    link = LINKS[config["link"]]
+    code = glm.LINK_CODES[config["link"]]
 
     def act(params, state, draws, contexts, mask, t):
-        bonus = params.alpha * mahalanobis_widths(state.v_inv, contexts)
-        linear = contexts @ state.theta
-        scores = (link.mean(linear) if mean_scale else linear) + bonus
+        scores, bonus = glm.optimistic_scores(code, mean_scale, contexts, state.theta, state.v_inv,
+                                              float(params.alpha))
         chosen, p = exploration.greedy_choice(draws[0], scores, mask)
         plan = state.warmup.plan
         planned_arm = int(plan[min(t - 1, plan.shape[0] - 1)])
@@ -210,12 +208,10 @@ def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows = state.rows
-        n, y = rows.n.copy(), rows.y.copy()
-        n[arm] += 1.0
-        y[arm] += reward
-        rows = Rows(rows.x, n, y, rows.count + np.int32(1))
-        theta = newton_solve(link, rows.x, rows.n, rows.y, params.lam, state.theta)
-        return state._replace(rows=rows, v_inv=gram_update(state.v_inv, contexts[arm])[0], theta=theta)
+        n, y, theta = glm.refit_arms(code, rows.x, rows.n, rows.y, arm, float(reward), float(params.lam),
+                                     state.theta, *glm.NEWTON_OPTIONS)
+        return state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta,
+                              v_inv=gram_update(state.v_inv, contexts[arm])[0])
 
     return HostRound(act, update, _split_tie_word, None)
 
@@ -233,12 +229,12 @@ def ucb_glm(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 HOST_ROUNDS: dict[str, Callable[[dict[str, Any], ProblemSpec], HostRound]] = {
     "uniform": uniform, "greedy": greedy, "eps-greedy": eps_greedy, "lin-ucb": lin_ucb, "lin-ts": lin_ts,
     "lin-es": lin_es, "glm-ucb": glm_ucb, "ucb-glm": ucb_glm}
-"""The policies with a NumPy round, by name: each builds it from the resolved configuration and the sizes
+"""The policies with a host round, by name: each builds it from the resolved configuration and the sizes
 (under the conditions of :func:`host_round`)."""
 
 
 def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
-    """The NumPy round of ``policy`` (resolved ``config``), or None where it has none: a policy not in
+    """The host round of ``policy`` (resolved ``config``), or None where it has none: a policy not in
     :data:`HOST_ROUNDS`, a float32 policy, and for ``glm-ucb`` and ``ucb-glm`` the history layout, solvers
     other than Newton and the theory widths (those run the jitted round)."""
     if config["name"] not in HOST_ROUNDS or policy.dtype != "float64":
