@@ -175,6 +175,53 @@ def test_estimated_probabilities_match_the_choice_frequency():
     assert Agent("lin-ts", d=D, k=K, horizon=T, estimate_draws=0).decide(x).method == "none"
 
 
+@pytest.mark.parametrize("name, hyper", [("glm-tsl", {"warmup_rounds": 4}), ("glm-fpl", {"warmup_rounds": 4}),
+                                         ("rep-glm-fpl", {"explore_fraction": 0.05})])
+def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, hyper):
+    """GLM-TSL samples θ̃ and GLM-FPL / repGLM-FPL fit perturbed rewards in their update, so redrawing
+    ``act`` alone would report probability 1: the estimate redraws through the policy's ``resample``. Its
+    estimates match the frequencies of the next decision over 2,000 replays of the last update with other
+    keys (each replay then deciding with its own key); 5 standard errors of both plus 0.01."""
+    env, draws, replays = _env(), 2000, 2000
+    agent = Agent(name, d=D, k=K, horizon=100, seed=6, estimate_draws=draws, **hyper)
+    _play(agent, env, 6, 20)
+    before = jax.tree.map(jnp.asarray, agent.state)
+    keys = seed_keys(jnp.uint32(6))
+    x = np.asarray(env.observe(env.reset(keys.env_reset), round_key(keys.env_observe, 21), 21)[0])  # fixed arms
+    last = agent.decide(x)
+    agent.reward(last.event_id, 1.0)
+    batch = agent.decide_batch(np.repeat(x[None], 20, axis=0))
+    assert all(d.method.startswith(f"estimate: {draws} redraws") for d in batch)
+
+    policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)
+    feedback = nb.core.types.Feedback(jnp.float32(1.0) if policy.dtype == "float32" else jnp.float64(1.0), None)
+
+    def next_arm(key):
+        k_update, k_act = jax.random.split(key)
+        state = policy.update(params, before, k_update, jnp.asarray(x, policy.dtype), last.arm, feedback,
+                              last.event_id)
+        return policy.act(params, state, k_act, jnp.asarray(x, policy.dtype), mask, last.event_id + 1)[0]
+
+    arms = np.asarray(jax.jit(jax.vmap(next_arm))(jax.random.split(jax.random.PRNGKey(11), replays)))
+    frequencies = np.bincount(arms, minlength=K) / replays
+    assert frequencies.max() < 0.99, "the problem does not exercise the exploration"
+    for arm in {d.arm for d in batch}:
+        q = float(np.mean([d.probability for d in batch if d.arm == arm]))
+        margin = 5 * np.sqrt(q * (1 - q) * (1 / replays + 1 / draws)) + 0.01
+        assert abs(frequencies[arm] - q) <= margin, (arm, frequencies[arm], q)
+
+
+@pytest.mark.parametrize("name, hyper", [("deep-fpl", {}), ("neural-phe", {"width": 6, "steps": 3,
+                                                                         "duplicate": True})])
+def test_policies_without_a_redraw_of_their_training_report_no_probability(name, hyper):
+    """DeepFPL and Neural-PHE train on random targets; retraining per redraw is no estimate: NaN, and why."""
+    agent = Agent(name, d=D, k=K, horizon=T, seed=1, **hyper)
+    _play(agent, _env(), 1, 12)
+    decision = agent.decide(np.random.default_rng(0).normal(size=(K, D)))
+    assert np.isnan(decision.probability)
+    assert decision.method == f"none: {name} draws its exploration while learning and has no redraw of it"
+
+
 def test_decide_batch_equals_repeated_decide():
     x = np.random.default_rng(0).normal(size=(5, K, D))
     masks = np.ones((5, K), bool)

@@ -22,7 +22,12 @@ the history and the round's contexts: exact where the policy computes it (``ActI
 uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pulls), otherwise estimated
 by redrawing the round's decision ``estimate_draws`` times with independent keys (Thompson sampling,
 perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
-a key stream of their own, so they change no decision.
+a key stream of their own, so they change no decision. Where the exploration is drawn by the update
+(``Policy.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed fits), each redraw
+first redoes that draw (``Policy.resample``) — redrawing the decision alone would report 1; DeepFPL and
+Neural-PHE, whose networks were trained on random targets, get no estimate (NaN, and the method says
+why). Learnt models themselves count as history: an ensemble's probability is exact over its member
+draw given the members, and a network's given its weights (whatever minibatches trained them).
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb`` and
 ``ucb-glm`` with per-arm statistics, Newton and a constant width (:data:`nlbandit.host.HOST_ROUNDS`), the
@@ -132,15 +137,23 @@ def _programs(policy: Policy, draws: int) -> _Programs:
         state = update(params, state, streams[0], *learn)               # the next decision
         return state, act(params, state, streams[1], contexts, mask, t)
 
-    def redraw(params, state, stream, contexts, mask, t):
+    def redraw(params, state, stream, contexts, mask, t, resample):
         keys = jax.random.split(round_key(stream, t), draws)
         seen = to_dtype(contexts, policy.dtype)
-        arms = jax.vmap(lambda key: policy.act(params, state, key, seen, mask, t)[0])(keys)
+
+        def decide(key):
+            if not resample:
+                return policy.act(params, state, key, seen, mask, t)[0]
+            k_state, k_act = jax.random.split(key)
+            return policy.act(params, policy.resample(params, state, k_state), k_act, seen, mask, t)[0]
+
+        arms = jax.vmap(decide)(keys)
         return jnp.zeros(contexts.shape[0], jnp.int32).at[arms].add(1)
 
     return _Programs(jax.jit(policy.init), None if policy.prepare is None else jax.jit(prepare), jax.jit(act),
                      jax.jit(jax.vmap(act, in_axes=(None, None, None, 0, 0, 0))), jax.jit(update, donate_argnums=1),
-                     jax.jit(update_act, donate_argnums=1), jax.jit(redraw) if draws else None)
+                     jax.jit(update_act, donate_argnums=1),
+                     jax.jit(redraw, static_argnums=6) if draws else None)
 
 
 class Agent:
@@ -295,7 +308,12 @@ class Agent:
             return p, "exact"
         if not self.estimate_draws:
             return math.nan, "none"
-        counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t))
+        # after an update, a policy that draws while learning is redrawn through its resample
+        resample = self.policy.draws_in_update and self._rewarded > 0
+        if resample and self.policy.resample is None:
+            return math.nan, (f"none: {self.policy.name} draws its exploration while learning and has no redraw of "
+                              "it")
+        counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t, resample))
         q = counts[arm] / self.estimate_draws
         se = math.sqrt(q * (1 - q) / self.estimate_draws)
         return float(q), f"estimate: {self.estimate_draws} redraws, se {se:.2g}"

@@ -156,6 +156,13 @@ class Policy(NamedTuple):
         :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
         a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
         params pass as given.
+      draws_in_update: the update draws randomness that the next decisions depend on (a Thompson sample, a
+        fit to perturbed rewards), so redrawing ``act`` alone does not redraw the decision: the online agent
+        estimates such a policy's probabilities through ``resample``, or not at all
+        (:class:`~nlbandit.agent.Agent`).
+      resample: ``resample(params, state, key) -> state``, or ``None``: the state after an update with its
+        random draw redone from ``key`` (the estimate refitted or resampled from the stored data), for a
+        policy with ``draws_in_update``.
     """
 
     name: str
@@ -169,6 +176,8 @@ class Policy(NamedTuple):
     dtype: str = "float64"
     healthy: Callable[[PyTree], Array] | None = None
     params_type: type | None = None
+    draws_in_update: bool = False
+    resample: Callable[[PyTree, PyTree, Array], PyTree] | None = None
 
 
 def to_dtype(tree: PyTree, dtype: str) -> PyTree:

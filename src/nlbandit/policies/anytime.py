@@ -132,8 +132,11 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
         return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
 
     healthy = None if base.healthy is None else (lambda state: base.healthy(state.base))
+    resample = None if base.resample is None else (
+        lambda params, state, key: state._replace(base=base.resample(epoch_params(params, state.epoch), state.base,
+                                                                     key)))
     return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.requires, dtype=base.dtype,
-                  healthy=healthy)
+                  healthy=healthy, draws_in_update=base.draws_in_update, resample=resample)
 
 
 SUFFIX = "@anytime"

@@ -144,8 +144,9 @@ def _deep(name: str, spec: ProblemSpec, perturbed: bool, hidden: int, activation
     def update(params, state, key, contexts, arm, feedback, t):
         return _learn(setup, params, state, key if perturbed else None, contexts[arm], feedback.reward)
 
+    # the weights carry every step's noise: no cheap redraw of it (draws_in_update without resample)
     return Policy(name, init, act, update, requires=Requirements(reward_range=_LOGISTIC.reward_range), dtype=F32,
-                  healthy=lambda state: _finite(state.net))
+                  healthy=lambda state: _finite(state.net), draws_in_update=perturbed)
 
 
 def deep_fpl(spec: ProblemSpec, hidden: int = 50, activation: str = "relu", batch: int = 32) -> Policy:
@@ -259,11 +260,20 @@ def rep_glm_fpl(spec: ProblemSpec, hidden: int = 50, activation: str = "relu", b
         return jax.lax.cond(t <= explore, exploring_update, glm_fpl_update, params, state, key, contexts[arm], arm,
                             feedback.reward, t)
 
+    def resample(params, state, key):
+        """θ̃ refitted with fresh noise, warm-started at the current θ̃ (the update starts from the previous
+        one: with at most ``newton_steps`` steps the law is that of the update only approximately); the
+        exploration phase draws nothing here (its probabilities are exact)."""
+        fitted = state.rows.count >= explore  # the switch (end of round E) fitted the first θ̃
+        return state._replace(theta=jnp.where(fitted, perturbed_fit(params, state.rows, key, state.theta,
+                                                                    newton_steps), state.theta))
+
     def healthy(state):
         return _finite(state.model.net) & jnp.all(jnp.isfinite(state.theta))
 
     return Policy("rep-glm-fpl", init, act, update, max_horizon=spec.horizon,
-                  requires=Requirements(reward_range=_LOGISTIC.reward_range), dtype=F32, healthy=healthy)
+                  requires=Requirements(reward_range=_LOGISTIC.reward_range), dtype=F32, healthy=healthy,
+                  draws_in_update=True, resample=resample)
 
 
 def _check_rep(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:

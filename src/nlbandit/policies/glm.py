@@ -128,11 +128,12 @@ def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array
 
 
 def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, gram: bool = False,
-            exact: bool = False) -> Policy:
+            exact: bool = False, resample=None) -> Policy:
     """A GLM policy from ``score(params, state, key, contexts) -> (scores (K,), bonus (K,) or None)`` and
     ``refit(params, state, key) -> state`` (called after every observation). ``exact``: the argmax of the
     scores is the whole decision (no sampling), so its probability is 1/|tied arms|; planned warm-up pulls
-    have probability 1."""
+    have probability 1. ``resample``: :attr:`~nlbandit.core.types.Policy.resample`, for a refit that draws
+    the next decision's randomness."""
 
     def init(params, key):
         return _init_state(setup, params, targets)
@@ -156,7 +157,8 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
 
     history = setup.backend == "history"
     return Policy(name, init, act, update, max_horizon=setup.spec.horizon if history else None,
-                  prepare=_prepare(setup), requires=glm_requirements(setup))
+                  prepare=_prepare(setup), requires=glm_requirements(setup), draws_in_update=resample is not None,
+                  resample=resample)
 
 
 def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
@@ -251,7 +253,7 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
     play argmax_x xᵀθ̃.
 
     The sample is θ̄ + a L⁻ᵀ ξ with H = L Lᵀ (Cholesky) and ξ ~ N(0, I_d) fresh every round (spec 002
-    §2.2). ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
+    §2.2), drawn by the update; ``resample`` redraws it around the stored θ̄ (the online agent's estimate). ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
 
     A property of the method, not of this implementation: when the features are so large that the link
     saturates on every played arm (μ̇(xᵀθ̄) ≈ 0, e.g. features scaled by 10³), H ≈ λI, so the sample's
@@ -263,15 +265,18 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
     setup = glm_setup(spec, **options)
     link = LINKS[setup.link]
 
-    def refit(params, state, key):
-        center = _fit(setup, params, state.rows, state.rows.y, state.center)
-        h = glm_hessian(link, center, state.rows.x, state.rows.n, params.lam,
+    def sample(params, state, key):
+        """θ̃ ~ N(θ̄, a² H⁻¹) around the stored MLE θ̄ (``center``)."""
+        h = glm_hessian(link, state.center, state.rows.x, state.rows.n, params.lam,
                         None if setup.backend == "arms" else (state.rows.count, HISTORY_BLOCK))
         chol = jnp.linalg.cholesky(h)
         step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (spec.d,)), lower=False)
-        return state._replace(center=center, theta=center + _scale_a(setup, params, scale, False) * step)
+        return state._replace(theta=state.center + _scale_a(setup, params, scale, False) * step)
 
-    return _policy("glm-tsl", setup, _sampled_theta, refit)
+    def refit(params, state, key):
+        return sample(params, state._replace(center=_fit(setup, params, state.rows, state.rows.y, state.center)), key)
+
+    return _policy("glm-tsl", setup, _sampled_theta, refit, resample=sample)
 
 
 def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", **options) -> Policy:
@@ -283,6 +288,8 @@ def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", *
     the perturbed-history baseline of Sun, Wang & Xu's runtime comparison) each of the t stored rewards
     gets its own fresh draw, O(t) per round. The fit is warm-started at the previous round's θ̃
     (spec 002 §7.4). ``scale="constant"``: a = ``a`` (informal design: 0.5); ``"theory"``: a = c1 μ̇_max.
+    The online agent's probability estimate redraws the perturbed fit (``resample`` = the refit, warm-started
+    at the current θ̃: the same argmin with Newton; with ``solver="gd"`` the law only approximately).
     """
     setup = glm_setup(spec, **options)
 
@@ -295,7 +302,7 @@ def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", *
             noise = history_noise(key, rows.count, setup.capacity)
         return state._replace(theta=_fit(setup, params, rows, rows.y + a * noise, state.theta))
 
-    return _policy(name, setup, _argmax_theta, refit)
+    return _policy(name, setup, _argmax_theta, refit, resample=refit)
 
 
 def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:

@@ -94,9 +94,10 @@ def neural_setup(spec: ProblemSpec, width: int = 20, depth: int = 3, init: str =
 
 
 def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = None,
-            design: str | None = None) -> Policy:
+            design: str | None = None, draws_in_update: bool = False) -> Policy:
     """A neural policy from its ``act`` and its ``learn(params, state, key, x, arm, reward) -> (state,
-    rows to train on)``: the shared init/prepare, and an update that trains on the cadence."""
+    rows to train on)``: the shared init/prepare, and an update that trains on the cadence
+    (``draws_in_update``: :attr:`~nlbandit.core.types.Policy.draws_in_update`)."""
     arch, p = setup.arch, setup.arch.n_params
 
     def init(params, key):
@@ -127,7 +128,7 @@ def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = Non
         return jnp.all(jnp.isfinite(state.theta))
 
     return Policy(name, init, act, update, setup.capacity if not setup.per_arm else None, prepare,
-                  Requirements(fixed_arms=setup.per_arm), dtype=F32, healthy=healthy)
+                  Requirements(fixed_arms=setup.per_arm), dtype=F32, healthy=healthy, draws_in_update=draws_in_update)
 
 
 def _append(setup: NeuralSetup, state: NeuralState, x, arm, y) -> NeuralState:
@@ -207,11 +208,14 @@ def neural_ts(spec: ProblemSpec, design: str = "diagonal", **options) -> Policy:
     return _policy("neural-ts", setup, act, _design_learner(setup), design=design)
 
 
-def _greedy_act(setup: NeuralSetup):
+def _phe_act(setup: NeuralSetup):
+    """Neural-PHE's ``act``: argmax_k f(x_k; θ), its probability that of the greedy choice (1/|ties|) only
+    when σ_R = 0 (otherwise θ was trained on random targets: NaN)."""
+
     def act(params, state, key, contexts, mask, t):
         scores = mlp_apply(setup.arch, state.theta, contexts)
         chosen, p = choose(key, scores, mask)
-        return _planned(state, t, chosen, mask, scores, probability=p)
+        return _planned(state, t, chosen, mask, scores, probability=jnp.where(params.sigma_r == 0, p, jnp.nan))
 
     return act
 
@@ -234,14 +238,16 @@ def neural_phe(spec: ProblemSpec, **options) -> Policy:
     on the targets r_s + γ_s (:func:`perturbed_rows`). On the history buffer (the default) this is the
     O(t)-per-round baseline of Sun, Wang & Xu's runtime comparison; ``backend = "arms"`` draws the per-arm
     sums of the fresh noise directly, the same law in O(K) per round (for regret experiments at scale).
-    ``info.probability`` is that of the greedy choice (1/|ties|)."""
+    ``info.probability`` is exact for planned warm-up pulls and when σ_R = 0, NaN otherwise: the network was
+    trained on random targets, and retraining it to redraw them is no estimate one pays per decision
+    (``draws_in_update``, no ``resample``)."""
     setup = neural_setup(spec, **options)
 
     def learn(params, state, key, x, arm, reward):
         state = _append(setup, state, x, arm, reward)
         return state, perturbed_rows(state.rows, key, params.sigma_r, setup.per_arm)
 
-    return _policy("neural-phe", setup, _greedy_act(setup), learn)
+    return _policy("neural-phe", setup, _phe_act(setup), learn, draws_in_update=True)
 
 
 def neural_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
