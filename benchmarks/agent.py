@@ -13,11 +13,13 @@ hand back its reward.
 
 * nlbandit: ``Agent.decide`` then ``Agent.reward`` (decision, probability and learning: the whole round),
   with the agent's host round (NumPy arrays, numba-compiled steps) where the policy has one (here
-  ``lin-ucb``, ``lin-es``, ``glm-ucb``; :data:`nlbandit.host.HOST_ROUNDS`) and again with its jitted round (``numpy_round=False``) for comparison.
+  ``lin-ucb``, ``lin-es``, ``lin-ts``, ``glm-ucb``, ``glm-tsl``, ``glm-fpl``; :data:`nlbandit.host.HOST_ROUNDS`)
+  and again with its jitted round (``numpy_round=False``) for comparison.
   Compilation is paid by a first agent of the same shapes, before the timed one (it is cached across
   agents). GLM policies use the identity link (the rewards are Gaussian) and otherwise their defaults (the
-  arm set is fixed, so their per-arm statistics); policies without an exact probability (Lin-TS) also pay
-  its estimate by redraws (``estimate_draws``).
+  arm set is fixed, so their per-arm statistics); policies without an exact probability (Lin-TS, GLM-TSL,
+  GLM-FPL) also pay its estimate by redraws (``estimate_draws`` = 1,000), and run once more without it
+  (``estimate_draws=0``: decision and learning only).
   Neural policies run with their defaults (their training cadence is part of their round; the issue asks
   for their latency to be stated, with no target).
 * Vowpal Wabbit: ``--cb_explore_adf`` (ε-greedy, ε = 0.05, its default exploration), one multi-line
@@ -53,7 +55,7 @@ from nlbandit.agent import Agent  # noqa: E402
 from nlbandit.instances import export_instance  # noqa: E402
 
 D, K = 20, 50
-EXTRA = {name: {"link": "identity"} for name in ("glm-ucb", "glm-es", "glm-tsl")}
+EXTRA = {name: {"link": "identity"} for name in ("glm-ucb", "glm-es", "glm-tsl", "glm-fpl")}
 
 
 def problem(rounds: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,30 +65,32 @@ def problem(rounds: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def compiled_agent(name: str, contexts, pay, learn: bool = False, **options) -> Agent:
-    """A fresh agent (seed 0) of ``name`` whose programs a first agent of the same shapes compiled, over three
-    rounds (decide, reward and the redraws; with ``learn``, also ``Agent.learn``)."""
+    """A fresh agent (seed 0) of ``name`` whose programs a first agent of the same shapes compiled, over d + 3
+    rounds (decide, reward and the redraws, past the GLM policies' d-round warm-up, whose planned pulls need
+    no redraw; with ``learn``, also ``Agent.learn``)."""
     options = dict(EXTRA.get(name, {}), **options)
     warm = Agent(name, d=D, k=K, horizon=len(contexts), seed=1, **options)
-    for t in range(3):
+    for t in range(D + 3):
         warm.reward(warm.decide(contexts[t]).event_id, float(pay[t, 0]))
         if learn:
             warm.learn()
     return Agent(name, d=D, k=K, horizon=len(contexts), seed=0, **options)
 
 
-def run_agent(name: str, contexts, pay, means, numpy_round: bool = True) -> tuple[float, float, bool]:
-    """µs per round and pseudo-regret of an nlbandit agent, and whether it ran a host round (where the
-    policy has one, unless ``numpy_round`` is False)."""
+def run_agent(name: str, contexts, pay, means, **options) -> tuple[float, float, bool, bool]:
+    """µs per round and pseudo-regret of an nlbandit agent (``options``: ``numpy_round``, ``estimate_draws``),
+    whether it ran a host round, and whether it estimated probabilities by redraws."""
     rounds = len(contexts)
-    agent = compiled_agent(name, contexts, pay, numpy_round=numpy_round)
-    regret = 0.0
+    agent = compiled_agent(name, contexts, pay, **options)
+    regret, estimated = 0.0, False
     start = time.perf_counter()
     for t in range(rounds):
         decision = agent.decide(contexts[t])
         agent.reward(decision.event_id, float(pay[t, decision.arm]))
         regret += means[t].max() - means[t, decision.arm]
+        estimated |= decision.method.startswith("estimate")
     jax.block_until_ready(agent._state)
-    return 1e6 * (time.perf_counter() - start) / rounds, regret, agent.numpy_round
+    return 1e6 * (time.perf_counter() - start) / rounds, regret, agent.numpy_round, estimated
 
 
 def decide_latency(name: str, contexts, pay, rounds: int) -> float:
@@ -138,8 +142,8 @@ def run_vw(contexts, pay, means, preformatted: bool) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2000)
-    parser.add_argument("--policies", nargs="+", default=["lin-ucb", "lin-es", "lin-ts", "glm-ucb", "glm-es",
-                                                          "neural-ucb", "neural-es"])
+    parser.add_argument("--policies", nargs="+", default=["lin-ucb", "lin-es", "lin-ts", "glm-ucb", "glm-tsl",
+                                                          "glm-fpl", "glm-es", "neural-ucb", "neural-es"])
     parser.add_argument("--decide-rounds", type=int, default=200, help="rounds of the decide-only timing")
     args = parser.parse_args()
     contexts, pay, means = problem(args.rounds)
@@ -148,18 +152,21 @@ def main() -> None:
     try:
         for how, pre in (("text per round", False), ("text pre-formatted", True)):
             vw_us[how], vw_regret = run_vw(contexts, pay, means, pre)
-            print(f"{'VW --cb_explore_adf, ' + how:42s} {vw_us[how]:10.1f} µs/round   regret {vw_regret:8.1f}")
+            print(f"{'VW --cb_explore_adf, ' + how:50s} {vw_us[how]:10.1f} µs/round   regret {vw_regret:8.1f}")
     except ImportError:
         print("vowpalwabbit not installed (pip install -e '.[peers]'): nlbandit only")
     for name in args.policies:
-        for numpy_round in (True, False):
-            us, regret, on_host = run_agent(name, contexts, pay, means, numpy_round)
+        runs = [{}, {"numpy_round": False}, {"estimate_draws": 0}]
+        while runs:
+            options = runs.pop(0)
+            us, regret, on_host, estimated = run_agent(name, contexts, pay, means, **options)
             ratio = "   VW / agent = " + " / ".join(f"{v / us:5.1f}x" for v in vw_us.values()) if vw_us else ""
-            label = f"nlbandit Agent {name}" + (", host round" if on_host else ", jitted round")
-            print(f"{label:42s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
-            if not on_host:
-                break
-        print(f"{'  decide alone (rewards learnt before)':42s} "
+            label = f"nlbandit Agent {name}" + (", host round" if on_host else ", jitted round") + (
+                ", no estimate" if "estimate_draws" in options else "")
+            print(f"{label:50s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
+            if not options:  # the defaults ran: the jitted round only where they ran a host round, and without
+                runs = [r for r in runs if (on_host if "numpy_round" in r else estimated)]  # redraws only
+        print(f"{'  decide alone (rewards learnt before)':50s} "
               f"{decide_latency(name, contexts, pay, min(args.decide_rounds, args.rounds)):10.1f} µs/decide")
 
 

@@ -28,8 +28,8 @@ Each library is driven its own natural way:
 * nlbandit, three ways: *batched* — ``simulate`` over all S instances at once (µs per instance-round);
   *single* — ``simulate`` of one instance at a time (µs per round, compilation excluded and paid once:
   later calls of the same shapes reuse it); *online* — an ``Agent``, ``decide`` then ``reward`` every round,
-  with the decision's probability (exact, or estimated by redraws for Thompson sampling); ``lin-ucb``,
-  ``lin-es`` and ``glm-ucb`` run the agent's host round (:mod:`nlbandit.host`), the others the jitted one.
+  with the decision's probability (exact, or estimated by redraws for Thompson sampling); all but ``glm-es``
+  run the agent's host round (:mod:`nlbandit.host`), ``glm-es`` the jitted one.
   The three play the same policy with the same seeds; whether they chose the same arms is printed. Single
   and online compute the same one-instance round (the host round with the same formulas and draws, to
   rounding); the batched program is compiled for S instances at once, and where

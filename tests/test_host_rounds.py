@@ -17,7 +17,7 @@ from nlbandit.host.draws import BLOCK, DrawBlocks
 from nlbandit.host import glm as host_glm
 from nlbandit.host.ridge import gram_update as host_gram_update
 from nlbandit.host.rounds import _two_words
-from nlbandit.models.glm import newton_solve
+from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update, mahalanobis_widths
 from nlbandit.policies import exploration
@@ -49,7 +49,7 @@ CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greed
          ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
          pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
                       marks=_SLOW),
-         ("ucb-glm", "logistic", {"lam": 0.5})]
+         ("ucb-glm", "logistic", {"lam": 0.5}), ("glm-tsl", "logistic", {}), ("glm-fpl", "logistic", {"a": 0.3})]
 
 
 @pytest.mark.parametrize("name, env_name, hyper", CASES)
@@ -65,7 +65,9 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
 
 @pytest.mark.parametrize("name, hyper", [
     ("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}), ("lin-ts", {"estimate_draws": 300}),
-    ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
+    ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5}),
+    ("glm-tsl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 200}),
+    ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 200})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks: the host round reports the jitted round's arms, probabilities, scores and
     bonuses, and ends in its state to 1e-9 (relative)."""
@@ -89,7 +91,9 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
 
 def test_policies_without_a_numpy_round_run_the_jitted_round():
     assert not Agent("lin-phe", d=D, k=K, horizon=T).numpy_round
-    assert not Agent("glm-tsl", d=D, k=K, horizon=T).numpy_round
+    assert not Agent("glm-tsl", d=D, k=K, horizon=T, scale="theory").numpy_round
+    assert not Agent("glm-phe", d=D, k=K, horizon=T).numpy_round
+    assert not Agent("glm-fpl", d=D, k=K, horizon=T, solver="gd").numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, backend="history").numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, width="theory").numpy_round
     assert not Agent("ucb-glm", d=D, k=K, horizon=T, solver="gd").numpy_round
@@ -179,8 +183,8 @@ def test_compiled_links_equal_the_jitted_links(link):
 
 @pytest.mark.parametrize("link", ["logistic", "identity", "probit", "poisson"])
 def test_newton_solve_equals_the_jitted_solver(link):
-    """Per-arm rows with pull counts and response sums in the link's range, cold and warm starts; and
-    refit_arms = one more pull of an arm, then the solve."""
+    """Per-arm rows with pull counts and response sums in the link's range, cold and warm starts, after one
+    more pull of an arm (add_pull, inputs kept); and GLM-TSL's draw L⁻ᵀξ at the solution."""
     rng = np.random.default_rng(2)
     x = rng.normal(size=(15, 5)) / 2
     n = rng.integers(0, 40, size=15).astype(float)
@@ -191,11 +195,16 @@ def test_newton_solve_equals_the_jitted_solver(link):
         expected = newton_solve(LINKS[link], x, n, s, 0.5, theta0).theta
         np.testing.assert_allclose(host_glm.newton_solve(code, x, n, s, 0.5, theta0, *host_glm.NEWTON_OPTIONS),
                                    expected, rtol=1e-9, atol=1e-12)
-        n2, s2, theta = host_glm.refit_arms(code, x, n, s, 4, 0.75, 0.5, theta0, *host_glm.NEWTON_OPTIONS)
+        n2, s2 = host_glm.add_pull(n, s, 4, 0.75)
         assert (n2[4], s2[4], n[4], s[4]) == (n[4] + 1.0, s[4] + 0.75, n2[4] - 1.0, s2[4] - 0.75)  # inputs kept
         np.testing.assert_array_equal(np.delete(n2, 4), np.delete(n, 4))
         expected = newton_solve(LINKS[link], x, n2, s2, 0.5, theta0).theta
+        theta = host_glm.newton_solve(code, x, n2, s2, 0.5, theta0, *host_glm.NEWTON_OPTIONS)
         np.testing.assert_allclose(theta, expected, rtol=1e-9, atol=1e-12)
+    xi = rng.normal(size=5)
+    chol = np.linalg.cholesky(np.asarray(glm_hessian(LINKS[link], jnp.asarray(theta), x, n2, 0.5)))
+    np.testing.assert_allclose(host_glm.thompson_step(code, x, n2, 0.5, theta, xi), np.linalg.solve(chol.T, xi),
+                               rtol=1e-10, atol=1e-13)
 
 
 @pytest.mark.parametrize("link", ["logistic", "identity"])

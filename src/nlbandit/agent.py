@@ -29,11 +29,12 @@ Neural-PHE, whose networks were trained on random targets, get no estimate (NaN,
 why). Learnt models themselves count as history: an ensemble's probability is exact over its member
 draw given the members, and a network's given its weights (whatever minibatches trained them).
 
-Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb`` and
-``ucb-glm`` with per-arm statistics, Newton and a constant width (:data:`nlbandit.host.HOST_ROUNDS`), the
-agent decides and learns in float64 on the host, on NumPy arrays, its loops compiled by numba
-(:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted policy, without the ~20 µs
-that launching any XLA program costs per call; ``numpy_round=False`` runs the jitted round instead.
+Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
+``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale
+(:data:`nlbandit.host.HOST_ROUNDS`), the agent decides and learns in float64 on the host, on NumPy arrays,
+its loops compiled by numba (:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted
+policy, without the ~20 µs that launching any XLA program costs per call; ``numpy_round=False`` runs the
+jitted round instead.
 Decisions are the same either way except where two arms' scores differ by less than rounding.
 
 Compiled functions are cached per policy object, and :func:`~nlbandit.policies.registry.make_policy`

@@ -78,10 +78,10 @@ def objective(code: int, x, w, s, lam: float, theta) -> float:
 
 
 @njit(cache=True)
-def _cholesky_solve(h, g, out) -> None:
-    """Solve h·out = g for symmetric positive definite h, h's lower triangle overwritten by its Cholesky
-    factor (only the lower triangle of h is read)."""
-    d = g.shape[0]
+def _cholesky(h) -> None:
+    """Overwrite the lower triangle of the symmetric positive definite ``h`` with its Cholesky factor L
+    (h = L Lᵀ; only the lower triangle is read)."""
+    d = h.shape[0]
     for j in range(d):
         acc = h[j, j]
         for k in range(j):
@@ -92,16 +92,38 @@ def _cholesky_solve(h, g, out) -> None:
             for k in range(j):
                 acc -= h[i, k] * h[j, k]
             h[i, j] = acc / h[j, j]
-    for i in range(d):
+
+
+@njit(cache=True)
+def _solve_lower(chol, g, out) -> None:
+    """out = L⁻¹ g, L the lower triangle of ``chol``."""
+    for i in range(g.shape[0]):
         acc = g[i]
         for k in range(i):
-            acc -= h[i, k] * out[k]
-        out[i] = acc / h[i, i]
-    for i in range(d - 1, -1, -1):
-        acc = out[i]
-        for k in range(i + 1, d):
-            acc -= h[k, i] * out[k]
-        out[i] = acc / h[i, i]
+            acc -= chol[i, k] * out[k]
+        out[i] = acc / chol[i, i]
+
+
+@njit(cache=True)
+def _solve_upper(chol, g, out) -> None:
+    """out = L⁻ᵀ g, L the lower triangle of ``chol`` (``out`` may be ``g``)."""
+    for i in range(g.shape[0] - 1, -1, -1):
+        acc = g[i]
+        for k in range(i + 1, g.shape[0]):
+            acc -= chol[k, i] * out[k]
+        out[i] = acc / chol[i, i]
+
+
+@njit(cache=True)
+def _weighted_gram(x, xt, c, lam: float, weighted_xt):
+    """Σ_i c_i x_i x_iᵀ + λI (``xt`` = xᵀ contiguous, ``weighted_xt`` (d, n) scratch)."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            weighted_xt[j, i] = c[i] * xt[j, i]
+    h = weighted_xt @ x
+    for j in range(x.shape[1]):
+        h[j, j] += lam
+    return h
 
 
 @njit(cache=True)
@@ -112,21 +134,19 @@ def newton_solve(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol
     Returns θ (a new array)."""
     n, d = x.shape
     xt = np.ascontiguousarray(x.T)
-    weighted_xt, residual, step = np.empty((d, n)), np.empty(n), np.empty(d)
+    weighted_xt, residual, curvature, step = np.empty((d, n)), np.empty(n), np.empty(n), np.empty(d)
     theta = theta0.copy()
     f0 = objective(code, x, w, s, lam, theta)
     for _ in range(max_iter):
         v = x @ theta
         for i in range(n):
             residual[i] = w[i] * mean(code, v[i]) - s[i]
-            curvature = w[i] * dmean(code, v[i])
-            for j in range(d):
-                weighted_xt[j, i] = curvature * xt[j, i]
+            curvature[i] = w[i] * dmean(code, v[i])
         g = xt @ residual + lam * theta
-        h = weighted_xt @ x
-        for j in range(d):
-            h[j, j] += lam
-        _cholesky_solve(h, g, step)
+        h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
+        _cholesky(h)
+        _solve_lower(h, g, step)
+        _solve_upper(h, step, step)
         f_noise = _F_NOISE * (1.0 + abs(f0))
         t = 1.0
         new = theta - step
@@ -146,14 +166,27 @@ def newton_solve(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol
 
 
 @njit(cache=True)
-def refit_arms(code: int, x, n, y, arm: int, reward: float, lam: float, theta0, max_iter: int, step_tol: float,
-               grad_tol: float, max_halvings: int):
-    """One reward of ``arm`` added to the per-arm counts and sums, and the MLE refitted from ``theta0``:
-    returns new (n, y, θ)."""
+def add_pull(n, y, arm: int, reward: float):
+    """New per-arm pull counts and reward sums (n, y) with one pull of ``arm`` paying ``reward``."""
     n, y = n.copy(), y.copy()
     n[arm] += 1.0
     y[arm] += reward
-    return n, y, newton_solve(code, x, n, y, lam, theta0, max_iter, step_tol, grad_tol, max_halvings)
+    return n, y
+
+
+@njit(cache=True)
+def thompson_step(code: int, x, w, lam: float, center, xi):
+    """L⁻ᵀ ξ with L Lᵀ = H(θ̄) = Σ_i w_i μ̇(x_iᵀθ̄) x_i x_iᵀ + λI at ``center`` θ̄: a draw of N(0, H⁻¹) from
+    ξ ~ N(0, I) (GLM-TSL's sample minus its centre, before the scale a)."""
+    v = x @ center
+    curvature = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        curvature[i] = w[i] * dmean(code, v[i])
+    h = _weighted_gram(x, np.ascontiguousarray(x.T), curvature, lam, np.empty((x.shape[1], x.shape[0])))
+    _cholesky(h)
+    step = np.empty(x.shape[1])
+    _solve_upper(h, xi, step)
+    return step
 
 
 @njit(cache=True)

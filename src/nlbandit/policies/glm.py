@@ -253,7 +253,8 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
     play argmax_x xᵀθ̃.
 
     The sample is θ̄ + a L⁻ᵀ ξ with H = L Lᵀ (Cholesky) and ξ ~ N(0, I_d) fresh every round (spec 002
-    §2.2), drawn by the update; ``resample`` redraws it around the stored θ̄ (the online agent's estimate). ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
+    §2.2), drawn by the update; ``resample`` redraws it around the stored θ̄ (the online agent's estimate).
+    ``scale="constant"``: a = ``a`` (informal design: 1); ``"theory"``: a = c1 √μ̇_max.
 
     A property of the method, not of this implementation: when the features are so large that the link
     saturates on every played arm (μ̇(xᵀθ̄) ≈ 0, e.g. features scaled by 10³), H ≈ λI, so the sample's
