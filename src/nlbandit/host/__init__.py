@@ -9,8 +9,9 @@ device arrays), the same formulas as the jitted policy, and the same random numb
 the simulator's round keys, computed for blocks of rounds at once by one jitted call
 (:class:`~nlbandit.host.draws.DrawBlocks`). A NumPy call costs ~1 µs whatever its size, so the steps that
 would take dozens of them (the tie rule, the ensemble probability, the Sherman–Morrison update, the GLM
-index and the Newton refit) are numba functions: compiled on first use and cached on disk (~7 s once per
-machine, then ~0.1 s per process), several times faster than their NumPy spelling (README, Performance).
+index, the Newton refit and GLM-TSL's sample) are numba functions: compiled on first use and cached on disk
+(~7 s once per machine, then ~0.1 s per process), several times faster than their NumPy spelling (README,
+Performance).
 
 Decisions therefore equal the jitted policy's except where two scores differ by less than floating-point
 rounding (the two paths round differently in the last bits); ``tests/test_host_rounds.py`` checks equality

@@ -1,6 +1,7 @@
 """Compiled mirrors of :mod:`nlbandit.models.links` and :func:`nlbandit.models.glm.newton_solve` for the
 per-arm layout (rows x_i, weights w_i, response sums s_i, all in memory): the same objective, Cholesky step,
-step halving and stopping rule, so the same iterations as the jitted solver up to rounding.
+step halving and stopping rule, so the same iterations as the jitted solver up to rounding; and the pieces
+of the GLM policies' rounds around it (the optimistic index, GLM-TSL's Laplace sample, a pull's counts).
 
 They are numba functions (compiled on first use, cached on disk), because the NumPy spelling of one Newton
 iteration is two dozen calls of ~1 µs each on (50, 20) arrays — more than the arithmetic by tens. A link is
