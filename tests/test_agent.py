@@ -182,7 +182,7 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     ``act`` alone would report probability 1: the estimate redraws through the policy's ``resample``. Its
     estimates match the frequencies of the next decision over 2,000 replays of the last update with other
     keys (each replay then deciding with its own key); 5 standard errors of both plus 0.01."""
-    env, draws, replays = _env(), 2000, 2000
+    env, draws, replays = _env(), 1000, 2000
     agent = Agent(name, d=D, k=K, horizon=100, seed=6, estimate_draws=draws, **hyper)
     _play(agent, env, 6, 20)
     before = jax.tree.map(jnp.asarray, agent.state)
@@ -190,7 +190,7 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     x = np.asarray(env.observe(env.reset(keys.env_reset), round_key(keys.env_observe, 21), 21)[0])  # fixed arms
     last = agent.decide(x)
     agent.reward(last.event_id, 1.0)
-    batch = agent.decide_batch(np.repeat(x[None], 20, axis=0))
+    batch = agent.decide_batch(np.repeat(x[None], 10, axis=0))
     assert all(d.method.startswith(f"estimate: {draws} redraws") for d in batch)
 
     policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)

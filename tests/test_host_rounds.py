@@ -66,8 +66,8 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
 @pytest.mark.parametrize("name, hyper", [
     ("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}), ("lin-ts", {"estimate_draws": 300}),
     ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5}),
-    ("glm-tsl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 200}),
-    ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 200})])
+    ("glm-tsl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50}),
+    ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks: the host round reports the jitted round's arms, probabilities, scores and
     bonuses, and ends in its state to 1e-9 (relative)."""
