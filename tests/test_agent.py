@@ -175,8 +175,9 @@ def test_estimated_probabilities_match_the_choice_frequency():
     assert Agent("lin-ts", d=D, k=K, horizon=T, estimate_draws=0).decide(x).method == "none"
 
 
-@pytest.mark.parametrize("name, hyper", [("glm-tsl", {"warmup_rounds": 4}), ("glm-fpl", {"warmup_rounds": 4}),
-                                         ("rep-glm-fpl", {"explore_fraction": 0.05})])
+@pytest.mark.parametrize("name, hyper", [
+    ("glm-tsl", {"warmup_rounds": 4}), ("glm-fpl", {"warmup_rounds": 4}),
+    pytest.param("rep-glm-fpl", {"explore_fraction": 0.05}, marks=pytest.mark.slow)])  # 8–13 s: its Newton redraws
 def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, hyper):
     """GLM-TSL samples θ̃ and GLM-FPL / repGLM-FPL fit perturbed rewards in their update, so redrawing
     ``act`` alone would report probability 1: the estimate redraws through the policy's ``resample``. Its
