@@ -164,8 +164,8 @@ def main() -> None:
             label = f"nlbandit Agent {name}" + (", host round" if on_host else ", jitted round") + (
                 ", no estimate" if "estimate_draws" in options else "")
             print(f"{label:50s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
-            if not options:  # the defaults ran: the jitted round only where they ran a host round, and without
-                runs = [r for r in runs if (on_host if "numpy_round" in r else estimated)]  # redraws only
+            if not options:  # keep the jitted round where a host round ran, no-estimate where redraws ran
+                runs = [r for r in runs if (on_host if "numpy_round" in r else estimated)]
         print(f"{'  decide alone (rewards learnt before)':50s} "
               f"{decide_latency(name, contexts, pay, min(args.decide_rounds, args.rounds)):10.1f} µs/decide")
 
