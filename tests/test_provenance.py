@@ -13,7 +13,7 @@ import numpy as np
 import nlbandit
 from nlbandit.experiments.results import annotated_runs, prune_stale
 from nlbandit.experiments.spec import run_code
-from nlbandit.provenance import module_closure
+from nlbandit.provenance import module_closure, normalised_source
 from nlbandit.store import Store
 
 EXPERIMENT = """
@@ -80,8 +80,45 @@ def test_editing_one_policy_recomputes_its_runs_only(tmp_path, experiment_file):
     assert _run(src, exp, db) == 3
     assert _run(src, exp, db) == 0  # unchanged code: every run reused
     glm = src / "nlbandit" / "policies" / "glm.py"
-    glm.write_text(glm.read_text() + "\n# an edit\n")
+    glm.write_text(glm.read_text() + "\n_EDITED = 1\n")
     assert _run(src, exp, db) == 1  # only the GLM policy's run is recomputed
+
+
+MODULE = '''"""A module."""
+import math
+
+SCALE = 2.0
+"""The scale."""
+
+
+def f(x):
+    """Twice x."""
+    if x < 0:
+        raise ValueError(f"x must be >= 0, got {x}")
+    assert math.isfinite(x), "x must be finite"
+    return SCALE * x
+'''
+
+
+def test_hash_ignores_docstrings_comments_formatting_and_messages(tmp_path):
+    """What cannot change a number (docstrings, comments, line breaks, the text of an error) keeps the key; a
+    changed statement, constant or name changes it, and so does a changed exception type."""
+    def normalised(text: str) -> bytes:
+        path = tmp_path / "m.py"
+        path.write_text(text)
+        return normalised_source(path)
+
+    base = normalised(MODULE)
+    cosmetic = (MODULE.replace('"""A module."""', '"""A module, described at length."""')
+                .replace('"""The scale."""', "")
+                .replace('"""Twice x."""', "# twice x")
+                .replace("return SCALE * x", "return (SCALE\n            * x)  # the result")
+                .replace("x must be >= 0, got {x}", "x must not be negative (got {x})")
+                .replace('"x must be finite"', '"x is not finite"'))
+    assert cosmetic != MODULE and normalised(cosmetic) == base
+    for edit in (("SCALE = 2.0", "SCALE = 2.5"), ("SCALE * x", "x * SCALE"), ("x < 0", "x <= 0"),
+                 ("raise ValueError", "raise TypeError"), ("math.isfinite(x)", "x == x")):
+        assert normalised(MODULE.replace(*edit)) != base, edit
 
 
 def test_package_reexports_are_not_hashed_but_its_other_statements_are(tmp_path, experiment_file):

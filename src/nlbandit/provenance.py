@@ -2,11 +2,14 @@
 
 A stored run is keyed by its resolved configuration *and* :func:`code_hash` of the modules that compute
 it (the loop, the policy's family, the environment): the transitive closure of their imports inside the
-``nlbandit`` package, read from the source files with :mod:`ast` (nothing is imported or executed). Any
-edit to one of those files (a docstring included: the hash cannot tell a comment from a code change, and
-errs on the side of recomputing) changes the key, so the run is recomputed; an edit elsewhere (reports,
-the command line, another family) leaves the run valid. Nothing has to be remembered by hand, unlike a
-version number.
+``nlbandit`` package, read from the source files with :mod:`ast` (nothing is imported or executed). What is
+hashed is each module's *normalised* syntax tree (:func:`normalised_source`): docstrings, comments,
+formatting and the messages of ``raise`` and ``assert`` statements do not count, so fixing a typo in an
+error message or rewrapping a line keeps every stored run, while any change to what the code computes (a
+statement, a constant, a name) changes the key and the run is recomputed; an edit elsewhere (reports, the
+command line, another family) leaves the run valid. Each family module and the engine also declare a
+``NUMERICS`` version, bumped when their numbers change on purpose (the golden-fingerprint test,
+``tests/test_fingerprints.py``, fails until it is): being a statement, it is part of the hash.
 
 Rules of the closure:
 
@@ -15,9 +18,9 @@ Rules of the closure:
 * a package's ``__init__.py`` is hashed whenever a module inside it is (importing the module runs it,
   e.g. the package root turns on 64-bit JAX), but its own imports are *not* followed: they are
   re-exports, and following them would pull the whole package into every closure. For the same reason
-  its re-exports are not hashed either: the file is hashed without its docstring, its imports of
-  ``nlbandit`` modules and its ``__all__`` (:func:`_source`), so exporting a new name recomputes nothing,
-  while every other statement (a flag, a configuration call) counts;
+  its re-exports are not hashed either: the file is hashed without its imports of ``nlbandit`` modules
+  and its ``__all__`` (:func:`normalised_source`), so exporting a new name recomputes nothing, while every
+  other statement (a flag, a configuration call) counts;
 * the versions of ``jax`` and ``jaxlib``, and the ``XLA_FLAGS`` in effect, are part of the hash: the same
   source can compile to different floating-point results under another XLA or other compiler options.
 """
@@ -90,33 +93,57 @@ def _toolchain() -> str:
     return ";".join(versions + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
 
 
-def _source(path: Path) -> bytes:
-    """What of file ``path`` is hashed: a module's bytes; a package ``__init__``'s statements other than its
-    docstring, its imports of ``nlbandit`` modules and its ``__all__`` (module docstring), as their AST."""
-    data = path.read_bytes()
-    if path.name != "__init__.py":
-        return data
-    tree = ast.parse(data)
+def _is_text(node: ast.AST) -> bool:
+    """Whether ``node`` is a bare string statement (a docstring, or an attribute's docstring below it)."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
-    def kept(i: int, node: ast.stmt) -> bool:
-        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            return False  # the docstring
-        if isinstance(node, ast.ImportFrom):
-            return node.level == 0 and (node.module or "").split(".")[0] != PACKAGE
-        if isinstance(node, ast.Import):
-            return not all(a.name.split(".")[0] == PACKAGE for a in node.names)
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        return not (len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "__all__")
 
-    tree.body = [node for i, node in enumerate(tree.body) if kept(i, node)]
-    return ast.dump(tree).encode()
+class _Normalise(ast.NodeTransformer):
+    """Drops what cannot change a computed number: bare string statements, and the messages of ``raise``
+    (its exception's arguments) and ``assert``."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                kept = [s for s in stmts if not _is_text(s)]
+                setattr(node, field, kept or [ast.Pass()])
+        return super().generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.Raise:
+        if isinstance(node.exc, ast.Call):
+            node.exc = ast.Call(func=node.exc.func, args=[], keywords=[])
+        return node
+
+    def visit_Assert(self, node: ast.Assert) -> ast.Assert:
+        node.msg = None
+        return self.generic_visit(node)
+
+
+def normalised_source(path: Path) -> bytes:
+    """What of file ``path`` is hashed: its syntax tree without docstrings, comments, formatting and the
+    messages of ``raise`` and ``assert`` (:class:`_Normalise`); for a package ``__init__``, also without its
+    imports of ``nlbandit`` modules and its ``__all__`` (module docstring)."""
+    tree = ast.parse(path.read_bytes())
+    if path.name == "__init__.py":
+
+        def kept(node: ast.stmt) -> bool:
+            if isinstance(node, ast.ImportFrom):
+                return node.level == 0 and (node.module or "").split(".")[0] != PACKAGE
+            if isinstance(node, ast.Import):
+                return not all(a.name.split(".")[0] == PACKAGE for a in node.names)
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            return not (len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "__all__")
+
+        tree.body = [node for node in tree.body if kept(node)]
+    return ast.dump(_Normalise().visit(tree)).encode()
 
 
 @lru_cache(maxsize=None)
 def _code_hash(roots: tuple[str, ...], shallow: tuple[str, ...]) -> str:
     h = hashlib.sha256(_toolchain().encode())
     for name in sorted(set(module_closure(roots)) | {m for m in shallow if _module_file(m) is not None}):
-        h.update(b"\0" + name.encode() + b"\0" + _source(_module_file(name)))
+        h.update(b"\0" + name.encode() + b"\0" + normalised_source(_module_file(name)))
     return h.hexdigest()[:16]
 
 
