@@ -14,7 +14,9 @@ warm-up shortened to fit the horizon), and must:
 3. run a grid vmapped over its traced hyperparameters, each grid point equal to the plain run;
 4. return a well-formed ``info`` from ``act``: float scalars, and where a probability is given (not NaN),
    one that does not depend on the round's key and matches the frequency of the choice over 4,000 keys;
-5. be refused, with a clear error naming the policy and before anything is compiled, on an environment it
+5. compute the numbers it computed before (:mod:`fingerprints`: a digest of the masked run's arms, regret and
+   final state against the checked-in table, unless its family's ``NUMERICS`` was bumped and the table re-recorded);
+6. be refused, with a clear error naming the policy and before anything is compiled, on an environment it
    cannot run on (a requirement not met, or sizes that differ from those it was built for).
 """
 
@@ -28,6 +30,7 @@ import numpy as np
 import pytest
 
 import nlbandit as nb
+from fingerprints import check, digest
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.simulate import SimProgress
@@ -228,6 +231,13 @@ def test_info_is_well_formed_and_its_probability_is_the_choice_frequency(name):
         assert abs(freq - p[0]) <= 5 * np.sqrt(p[0] * (1 - p[0]) / n) + 1e-3, (name, arm, freq, p[0])
         total += p[0]
     assert 0.99 <= total <= 1 + 1e-9, (name, total)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_numbers_match_the_golden_fingerprint(name):
+    res, _, final = masked_run(name)
+    check("policies", name, digest(res.arms, res.cum_regret, *final.policy_state),
+          policy_entry(name).modules() + ("nlbandit.core.simulate",))
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -31,6 +31,11 @@ from nlbandit.core.keys import seed_keys
 from nlbandit.core.simulate import recorded_rounds
 from nlbandit.core.types import Learner, Stream
 
+NUMERICS = 1
+"""Version of the numbers the online-regression engine compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 METRICS = ("stochastic", "pseudo", "adversarial")
 UNITS = ("ell", "square")
 

@@ -36,6 +36,10 @@ from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.params import as_params
 from nlbandit.core.types import Feedback, Policy, to_dtype
 
+NUMERICS = 1
+"""Version of the numbers the replay engine compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
 
 class Logged(NamedTuple):
     """A logged bandit data set: ``contexts`` (N, K, d) the arms on offer at each event, ``logged`` (N,) the

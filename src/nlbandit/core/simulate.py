@@ -26,6 +26,10 @@ from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.params import as_params
 from nlbandit.core.types import Env, Policy, to_dtype
 
+NUMERICS = 1
+"""Version of the numbers the bandit engine compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
 
 def recorded_rounds(horizon: int, max_points: int) -> np.ndarray:
     """The 1-based rounds at which curves are kept: every ⌈T/max_points⌉-th round, and always T."""

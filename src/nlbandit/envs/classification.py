@@ -38,6 +38,11 @@ from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.data import sources
 from nlbandit.data.encode import bandit_table, disjoint
 
+NUMERICS = 1
+"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 DRAWS = ("uniform", "sequential")
 
 

@@ -24,6 +24,11 @@ from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.synthetic import arm_observer, instance_reset
 from nlbandit.models.links import LINKS
 
+NUMERICS = 1
+"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 SCHEDULES = ("constant", "burst", "decaying", "arm")
 
 

@@ -33,6 +33,11 @@ import jax.numpy as jnp
 
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 
+NUMERICS = 1
+"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 LATENTS = {
     "h1": lambda x, th, mat: 0.2 * (x @ th) ** 4,
     "h2": lambda x, th, mat: 20.0 * jnp.cos(x @ th),

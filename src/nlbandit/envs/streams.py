@@ -31,6 +31,11 @@ from nlbandit.core.types import Stream, StreamData
 from nlbandit.envs.synthetic import sample_vectors
 from nlbandit.models.links import LINKS, Link
 
+NUMERICS = 1
+"""Version of the numbers its streams compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 FEATURES = ("sphere", "basis")
 NOISES = ("gaussian", "bounded")
 CLIPS = ("none", "label", "noise")

@@ -28,6 +28,10 @@ import jax.numpy as jnp
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 
+NUMERICS = 1
+"""Version of the numbers its environments compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
 
 class Instance(NamedTuple):
     """One problem instance: the parameter θ* (d,) (the matrix A (d, d) of :func:`quadratic`) and the fixed

@@ -30,6 +30,11 @@ from nlbandit.data import sources
 from nlbandit.data.encode import minmax
 from nlbandit.envs.latent import distinct_indices
 
+NUMERICS = 1
+"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 MAX_FEATURES = 4096
 """The most feature columns :func:`row_hashes` takes."""
 _MULTIPLIERS = (np.random.default_rng(20200).integers(0, 2**63, MAX_FEATURES, dtype=np.uint64) * np.uint64(2)

@@ -45,6 +45,11 @@ from nlbandit.models.shallow import ACTIVATIONS, ShallowNet, embedding, logistic
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
 
+NUMERICS = 1
+"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 F32 = "float32"
 ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-7
 """Adam's constants: Keras's defaults (spec 002 §2.7)."""

@@ -45,6 +45,11 @@ from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import (WARMUPS, Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity,
                                       warmup_min_length)
 
+NUMERICS = 1
+"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 class GLMState(NamedTuple):
     """State shared by the GLM policies (fields a policy does not use keep their initial value).
 

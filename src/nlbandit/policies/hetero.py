@@ -41,6 +41,10 @@ from nlbandit.policies.entry import PolicyEntry, link_from_env
 from nlbandit.policies.exploration import act_info, choose
 from nlbandit.theory import ftrl_lambda, link_curvature
 
+NUMERICS = 1
+"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
 
 def n_layers(noise_bound: float, sigma_bar: float) -> int:
     """L = max(1, ⌈log₂(R/σ̄)⌉) (1 when R ≤ σ̄)."""

@@ -16,6 +16,10 @@ from nlbandit.models.ftrl import SOLVERS, ftrl
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import ftrl_lambda
 
+NUMERICS = 1
+"""Version of the numbers its learners compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
 
 def ftrl_learner(stream: Stream, solver: str = "auto") -> Learner:
     """FTRL on ``stream``'s link, sized for its horizon; params ``{"lam": λ}``."""

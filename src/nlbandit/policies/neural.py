@@ -42,6 +42,11 @@ from nlbandit.policies.exploration import (act_info, choose, ensemble_probabilit
 from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import Warmup, empty_warmup, plan_warmup, warmup_arm
 
+NUMERICS = 1
+"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 F32 = "float32"
 
 

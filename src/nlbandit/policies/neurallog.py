@@ -54,6 +54,11 @@ from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
 from nlbandit.policies.neural import F32, NEURAL_HYPERS, NeuralSetup, neural_setup
 
+NUMERICS = 1
+"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
+and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+
+
 R = 0.25
 """R = 1/4, the bound on μ̇ of the logistic link (spec 001 §2.1)."""
 
