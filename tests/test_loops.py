@@ -11,7 +11,7 @@ from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.spec import load_experiment
 from nlbandit.loops import LOOPS
-from nlbandit.loops.base import Loop, batch_id, stored_row, traced_params
+from nlbandit.loops.base import Computed, Loop, traced_params
 from nlbandit.report.build import load_rows, write_report
 from nlbandit.store import Store
 
@@ -49,19 +49,20 @@ class DriftLoop(Loop):
     def memory(self, env, horizon, n_seeds, record_points, history):
         return {"curves": 16 * n_seeds * min(record_points, horizon)}
 
-    def run_batch(self, exp, store, batch, tag, *, progress, chunk_size, log, on_checkpoint):
+    def describe(self, batch, resume=None):
+        return f"{len(batch)} drift run(s)"
+
+    def compute(self, batch, seeds, *, chunk_size=1000, progress=False, on_chunk=None, resume=None):
         params, grid = traced_params(self, batch)
         self.batches.append(len(batch))
         first = batch[0]
         rounds = np.arange(1, first.horizon + 1)
         rates = np.atleast_1d(np.asarray(params["rate"]))
-        seeds = np.arange(first.n_seeds)[:, None]
-        store.save_runs(batch_id(batch), [
-            stored_row(exp, r, rounds, {"regret": rates[i] * first.env["d"] * rounds + seeds,
-                                        "hits": np.broadcast_to(rounds, (first.n_seeds, first.horizon))},
-                       np.zeros((first.n_seeds, 0), np.int32), compile_s=0.0, run_s=0.0, chunk_size=first.horizon,
-                       chunk_seconds=[0.0], batch_size=len(batch))
-            for i, r in enumerate(batch)])
+        offsets = np.asarray(seeds)[:, None]
+        return Computed(rounds, [{"regret": rates[i] * first.env["d"] * rounds + offsets,
+                                  "hits": np.broadcast_to(rounds, (len(seeds), first.horizon))}
+                                 for i in range(len(batch))],
+                        [np.zeros((len(seeds), 0), np.int32)] * len(batch), 0.0, 0.0, first.horizon, [0.0])
 
     def regret_name(self, runs):
         return "cumulative drift"

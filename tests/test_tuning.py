@@ -8,7 +8,7 @@ import pytest
 
 import nlbandit as nb
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments import tuning as tuning_module
+from nlbandit.loops import bandit as bandit_loop
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.spec import load_experiment
 from nlbandit.experiments.tuning import tune_experiment, tuning_results
@@ -54,13 +54,13 @@ def _write(tmp_path, text):
 def test_picks_the_best_point_on_tuning_seeds_only_and_reports_it(tmp_path, monkeypatch):
     exp = load_experiment(_write(tmp_path, TOY.format(tune_extra="")))
     seen = []
-    simulate = tuning_module.simulate
+    simulate = bandit_loop.simulate  # tuning computes with the experiment's loop
 
     def spy(env, policy, params, horizon, seeds, **kw):
         seen.append(list(seeds))
         return simulate(env, policy, params, horizon, seeds, **kw)
 
-    monkeypatch.setattr(tuning_module, "simulate", spy)
+    monkeypatch.setattr(bandit_loop, "simulate", spy)
     with Store(tmp_path / "db.duckdb") as store:
         tuned = tune_experiment(exp, store, progress=False, log=lambda m: None)
         assert seen and all(s == [10**9, 10**9 + 1] for s in seen)  # never a reported seed 0..2

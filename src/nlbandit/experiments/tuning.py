@@ -24,16 +24,12 @@ from typing import Callable
 
 import numpy as np
 
-from nlbandit.core.simulate import simulate
-from nlbandit.core.types import ProblemSpec
-from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
 from nlbandit.experiments.runner import batches
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
-from nlbandit.loops.base import batch_id, stored_row, traced_params
-from nlbandit.policies.registry import build_policy
+from nlbandit.loops.base import Computed, batch_id, stored_rows
 from nlbandit.store import Store
 
 METRIC = {"min-regret": "regret", "max-reward": "reward"}
@@ -55,18 +51,14 @@ class TuningResult:
 
 def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment, batch: list[RunConfig],
                tag: str, chunk_size: int) -> None:
-    """Simulate a batch of tuning runs on their seeds and store them (the ``compute`` of a
-    :class:`~nlbandit.experiments.executors.Job`). As :meth:`nlbandit.loops.bandit.BanditLoop.run_batch`
-    without its checkpoints (a tuning batch is short), on the runs' own seeds rather than 0..S−1."""
-    first = batch[0]
-    env = make_env(**first.env)
-    policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
-    params, grid = traced_params(LOOPS[exp.loop], batch)
+    """Compute a batch of tuning runs on their seeds with the experiment's loop
+    (:meth:`~nlbandit.loops.base.Loop.compute`, without checkpoints: a tuning batch is short) and store them
+    (the ``compute`` of a :class:`~nlbandit.experiments.executors.Job`)."""
+    first, loop = batch[0], LOOPS[exp.loop]
     log(f"{tag} tuning {first.label} ({first.case_label or 'one case'}): {len(batch)} point(s) x {first.n_seeds} "
         f"seeds x {first.horizon} rounds")
     try:
-        res = simulate(env, policy, params, first.horizon, first.seeds, grid=grid, chunk_size=chunk_size,
-                       max_points=first.record_points, progress=tag if progress else False)
+        out = loop.compute(batch, list(first.seeds), chunk_size=chunk_size, progress=tag if progress else False)
     except ValueError as e:
         if DIVERGED not in str(e):
             raise
@@ -78,18 +70,12 @@ def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp:
             return
         log(f"{tag} diverged, never chosen: {e}")
         worst = np.full((first.n_seeds, 1), np.inf)
-        store.save_runs(batch_id(batch), [stored_row(
-            exp, first, np.array([first.horizon]), {"regret": worst, "reward": -worst},
-            np.zeros((first.n_seeds, first.horizon), np.int32), compile_s=0.0, run_s=0.0, chunk_size=chunk_size,
-            chunk_seconds=[], batch_size=1)])
-        return
-    pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
-    log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s")
-    store.save_runs(batch_id(batch), [
-        stored_row(exp, r, res.rounds, {"regret": pick(res.cum_regret, i), "reward": pick(res.cum_reward, i)},
-                   pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s, chunk_size=res.chunk_size,
-                   chunk_seconds=res.chunk_seconds, batch_size=len(batch))
-        for i, r in enumerate(batch)])
+        curves = {m: worst if m == METRIC["min-regret"] else -worst for m in loop.metrics}
+        out = Computed(np.array([first.horizon]), [curves], [np.zeros((first.n_seeds, first.horizon), np.int32)],
+                       0.0, 0.0, chunk_size)
+    else:
+        log(f"{tag} done: compile {out.compile_s:.2f} s, run {out.run_s:.2f} s")
+    store.save_runs(batch_id(batch), stored_rows(exp, batch, out))
 
 
 def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:

@@ -8,12 +8,11 @@ resumes the batch from its last checkpoint, and the results are bit-identical to
 
 from __future__ import annotations
 
-
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.simulate import SimProgress, simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import env_entry, instance_floats, make_env, resolve_env
-from nlbandit.loops.base import Loop, batch_id, check_memory, stored_row, traced_params
+from nlbandit.loops.base import Computed, Loop, check_memory, pick, traced_params
 from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
 
 MAX_ARMS = 2**31 - 1
@@ -66,36 +65,27 @@ class BanditLoop(Loop):
             "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
         }
 
-    def run_batch(self, exp, store, batch, tag, *, progress, chunk_size, log, on_checkpoint):
-        """:func:`~nlbandit.core.simulate.simulate` with ``grid=True`` over the batch, resuming from and saving
-        checkpoints."""
+    def describe(self, batch, resume=None):
+        """The labels, the case, the seeds and rounds, and the round a checkpoint resumes at."""
+        first = batch[0]
+        case = f" ({first.case_label})" if first.case else ""
+        return (f"{', '.join(r.label for r in batch)}{case}: {first.n_seeds} seeds x {first.horizon} rounds"
+                + (f", resuming at round {SimProgress.from_bytes(resume).t_done}" if resume is not None else ""))
+
+    def compute(self, batch, seeds, *, chunk_size=1000, progress=False, on_chunk=None, resume=None):
+        """:func:`~nlbandit.core.simulate.simulate` with ``grid=True`` over the batch, checkpointing after every
+        chunk."""
         first = batch[0]
         env = make_env(**first.env)
         policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
         params, grid = traced_params(self, batch)
-        key = batch_id(batch)
-        saved = store.load_checkpoint(key)
-        resume = SimProgress.from_bytes(saved) if saved is not None else None
-        case = f" ({first.case_label})" if first.case else ""
-        log(f"{tag} {', '.join(r.label for r in batch)}{case}: {first.n_seeds} seeds x {first.horizon} rounds"
-            + (f", resuming at round {resume.t_done}" if resume else ""))
-
-        def checkpoint(prog: SimProgress) -> None:
-            store.save_checkpoint(key, prog.t_done, prog.to_bytes())
-            if on_checkpoint is not None:
-                on_checkpoint(prog)
-
-        res = simulate(env, policy, params, first.horizon, range(first.n_seeds), grid=grid, chunk_size=chunk_size,
-                       max_points=first.record_points, progress=tag if progress else False, on_chunk=checkpoint,
-                       resume=resume)
-        pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
-        store.save_runs(key, [
-            stored_row(exp, r, res.rounds, {"regret": pick(res.cum_regret, i), "reward": pick(res.cum_reward, i)},
-                       pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s, chunk_size=res.chunk_size,
-                       chunk_seconds=res.chunk_seconds, batch_size=len(batch))
-            for i, r in enumerate(batch)])
-        log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s "
-            f"({1e6 * res.run_s / (first.horizon * first.n_seeds * len(batch)):.2f} µs per seed-round)")
+        res = simulate(env, policy, params, first.horizon, seeds, grid=grid, chunk_size=chunk_size,
+                       max_points=first.record_points, progress=progress, on_chunk=on_chunk,
+                       resume=None if resume is None else SimProgress.from_bytes(resume))
+        return Computed(res.rounds, [{"regret": pick(res.cum_regret, i, grid), "reward": pick(res.cum_reward, i, grid)}
+                                     for i in range(len(batch))],
+                        [pick(res.arms, i, grid) for i in range(len(batch))], res.compile_s, res.run_s,
+                        res.chunk_size, res.chunk_seconds)
 
     def regret_name(self, runs):
         """``cumulative pseudo-regret``."""

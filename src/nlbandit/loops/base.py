@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import jax.numpy as jnp
@@ -25,6 +26,28 @@ from nlbandit.core.hyper import ConfigError
 if TYPE_CHECKING:  # type names only: experiments/ imports this package, not the other way round
     from nlbandit.experiments.spec import Experiment, RunConfig
     from nlbandit.store import Store
+
+
+@dataclass
+class Computed:
+    """A batch computed by :meth:`Loop.compute`, on the seeds it was given.
+
+    Attributes:
+      rounds: (P,) the recorded rounds.
+      curves: per run of the batch, in order, its curves by metric (:attr:`Loop.metrics`), (S, P) each.
+      arms: per run, the chosen arm of every round (S, T) (S, 0) for a loop that stores none.
+      compile_s, run_s, chunk_size, chunk_seconds: the batch's timing.
+      note: what the log's closing line adds (e.g. runs that stopped short).
+    """
+
+    rounds: np.ndarray
+    curves: list[dict[str, np.ndarray]]
+    arms: list[np.ndarray]
+    compile_s: float
+    run_s: float
+    chunk_size: int
+    chunk_seconds: list[float] = field(default_factory=list)
+    note: str = ""
 
 
 class Loop(ABC):
@@ -76,10 +99,40 @@ class Loop(ABC):
         """Bytes of one run's dominant arrays, by name (checked against the machine's memory at load)."""
 
     @abstractmethod
+    def describe(self, batch: list["RunConfig"], resume: bytes | None = None) -> str:
+        """What the log says of a batch it starts (from checkpoint ``resume``), e.g. ``Lin-UCB: 10 seeds x
+        1000 rounds``."""
+
+    @abstractmethod
+    def compute(self, batch: list["RunConfig"], seeds: list[int], *, chunk_size: int = 1000,
+                progress: str | bool = False, on_chunk: Callable | None = None,
+                resume: bytes | None = None) -> Computed:
+        """Compute ``batch`` (runs differing only in traced hyperparameters) side by side on ``seeds``; each
+        seed's results are the same whichever seeds run beside it. A loop that checkpoints calls
+        ``on_chunk(progress)`` after each chunk (``progress.t_done``, ``progress.to_bytes()``) and resumes
+        from ``resume``, those bytes; the others ignore both."""
+
     def run_batch(self, exp: "Experiment", store: "Store", batch: list["RunConfig"], tag: str, *, progress: bool,
                   chunk_size: int, log: Callable[[str], None], on_checkpoint: Callable | None) -> None:
-        """Compute ``batch`` (runs differing only in traced hyperparameters) and store its results
-        (:meth:`nlbandit.store.Store.save_runs`, with the curves named in :attr:`metrics`)."""
+        """Compute ``batch`` on its seeds (:meth:`compute`) and store its results
+        (:meth:`nlbandit.store.Store.save_runs`, with the curves named in :attr:`metrics`); in one piece, or,
+        for a loop whose :meth:`compute` checkpoints, saving a checkpoint after every chunk (``on_checkpoint``
+        is called after each is committed) and resuming from the last one."""
+        key = batch_id(batch)
+        saved = store.load_checkpoint(key)
+        log(f"{tag} {self.describe(batch, saved)}")
+
+        def checkpoint(prog: Any) -> None:
+            store.save_checkpoint(key, prog.t_done, prog.to_bytes())
+            if on_checkpoint is not None:
+                on_checkpoint(prog)
+
+        out = self.compute(batch, list(batch[0].seeds), chunk_size=chunk_size, progress=tag if progress else False,
+                           on_chunk=checkpoint, resume=saved)
+        store.save_runs(key, stored_rows(exp, batch, out))
+        per = 1e6 * out.run_s / (batch[0].horizon * batch[0].n_seeds * len(batch))
+        log(f"{tag} done: compile {out.compile_s:.2f} s, run {out.run_s:.2f} s ({per:.2f} µs per seed-round)"
+            + (f"; {out.note}" if out.note else ""))
 
     @abstractmethod
     def regret_name(self, runs: list["RunConfig"]) -> str:
@@ -109,6 +162,18 @@ def traced_params(loop: Loop, batch: list["RunConfig"]) -> tuple[dict[str, jnp.n
     traced = [loop.split(r.policy)[1] for r in batch]
     grid = len(batch) > 1
     return {k: jnp.asarray([t[k] for t in traced] if grid else traced[0][k], jnp.float64) for k in traced[0]}, grid
+
+
+def stored_rows(exp: "Experiment", batch: list["RunConfig"], out: Computed) -> list[dict[str, Any]]:
+    """The runs of a computed batch as :meth:`nlbandit.store.Store.save_runs` takes them."""
+    return [stored_row(exp, run, out.rounds, out.curves[i], out.arms[i], compile_s=out.compile_s, run_s=out.run_s,
+                       chunk_size=out.chunk_size, chunk_seconds=out.chunk_seconds, batch_size=len(batch))
+            for i, run in enumerate(batch)]
+
+
+def pick(array: Any, i: int, grid: bool) -> np.ndarray:
+    """Run ``i``'s part of an engine's result: ``array[i]`` for a grid, ``array`` itself for one run."""
+    return np.asarray(array[i] if grid else array)
 
 
 def stored_row(exp: "Experiment", run: "RunConfig", rounds: np.ndarray, curves: dict[str, np.ndarray],

@@ -15,7 +15,7 @@ import numpy as np
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.regress import regress
 from nlbandit.envs.registry import STREAMS, make_stream, resolve_stream
-from nlbandit.loops.base import Loop, batch_id, stored_row, traced_params
+from nlbandit.loops.base import Computed, Loop, pick, traced_params
 from nlbandit.policies.learners import learner_entry, resolve_learner, split_learner_config
 
 
@@ -58,25 +58,26 @@ class RegressionLoop(Loop):
         return {"curves": 16 * n_seeds * min(record_points, horizon),
                 "environment arrays": 8 * n_seeds * env["d"] * horizon}
 
-    def run_batch(self, exp, store, batch, tag, *, progress, chunk_size, log, on_checkpoint):
-        """:func:`~nlbandit.core.regress.regress` over the batch (a grid when it has several runs)."""
+    def describe(self, batch, resume=None):
+        """The labels, the trials and rounds, and the recorded regret."""
+        first = batch[0]
+        return (f"{', '.join(r.label for r in batch)}: {first.n_seeds} trials x {first.horizon} rounds "
+                f"({first.policy['regret']} regret)")
+
+    def compute(self, batch, seeds, *, chunk_size=1000, progress=False, on_chunk=None, resume=None):
+        """:func:`~nlbandit.core.regress.regress` over the batch (a grid when it has several runs), in one piece."""
         first = batch[0]
         stream = make_stream(first.env["name"], first.horizon, **{k: v for k, v in first.env.items() if k != "name"})
         learner = learner_entry(first.policy["name"]).make(stream, **self.split(first.policy)[0])
         params, grid = traced_params(self, batch)
         metric, units = first.policy["regret"], first.policy["units"]
-        log(f"{tag} {', '.join(r.label for r in batch)}: {first.n_seeds} trials x {first.horizon} rounds "
-            f"({metric} regret)")
-        res = regress(stream, learner, params, range(first.n_seeds), adversarial=metric == "adversarial",
-                      units=units, grid=grid, max_points=first.record_points)
-        store.save_runs(batch_id(batch), [
-            stored_row(exp, r, res.rounds,
-                       {"regret": res.curves[metric][i] if grid else res.curves[metric],
-                        "clipped": res.curves["clipped"]},
-                       np.zeros((first.n_seeds, 0), np.int32), compile_s=res.compile_s, run_s=res.run_s,
-                       chunk_size=first.horizon, chunk_seconds=[res.run_s], batch_size=len(batch))
-            for i, r in enumerate(batch)])
-        log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s")
+        res = regress(stream, learner, params, seeds, adversarial=metric == "adversarial", units=units, grid=grid,
+                      max_points=first.record_points)
+        clipped = np.asarray(res.curves["clipped"])
+        return Computed(res.rounds, [{"regret": pick(res.curves[metric], i, grid), "clipped": clipped}
+                                     for i in range(len(batch))],
+                        [np.zeros((len(seeds), 0), np.int32)] * len(batch), res.compile_s, res.run_s, first.horizon,
+                        [res.run_s])
 
     def regret_name(self, runs):
         """The series' regrets and units, e.g. ``cumulative stochastic / adversarial regret (ℓ units)``."""

@@ -20,7 +20,7 @@ from nlbandit.core.replay import Logged, replay
 from nlbandit.core.types import Env, EnvFacts, ProblemSpec
 from nlbandit.data import obd
 from nlbandit.data.cache import DataError
-from nlbandit.loops.base import Loop, batch_id, stored_row, traced_params
+from nlbandit.loops.base import Computed, Loop, pick, traced_params
 from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
 
 LOGGED_HYPERS = (
@@ -89,28 +89,29 @@ class ReplayLoop(Loop):
                 "curves and arms": 4 * 8 * n_seeds * horizon,
                 "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0}
 
-    def run_batch(self, exp, store, batch, tag, *, progress, chunk_size, log, on_checkpoint):
-        """:func:`~nlbandit.core.replay.replay` over the batch (a grid when it has several runs)."""
+    def describe(self, batch, resume=None):
+        """The labels, the case, the seeds and accepted events."""
+        first = batch[0]
+        case = f" ({first.case_label})" if first.case else ""
+        return f"{', '.join(r.label for r in batch)}{case}: {first.n_seeds} seeds x {first.horizon} accepted events"
+
+    def compute(self, batch, seeds, *, chunk_size=1000, progress=False, on_chunk=None, resume=None):
+        """:func:`~nlbandit.core.replay.replay` over the batch (a grid when it has several runs), in one piece."""
         first = batch[0]
         data = obd.bandit(obd.load())
         policy, _ = build_policy(first.policy, ProblemSpec(first.env["d"], first.env["k"], first.horizon))
         params, grid = traced_params(self, batch)
-        case = f" ({first.case_label})" if first.case else ""
-        log(f"{tag} {', '.join(r.label for r in batch)}{case}: {first.n_seeds} seeds x {first.horizon} accepted events")
-        res = replay(Logged(data.contexts, data.logged, data.click), policy, params, first.horizon,
-                     range(first.n_seeds), grid=grid, passes=first.env["passes"])
+        res = replay(Logged(data.contexts, data.logged, data.click), policy, params, first.horizon, seeds,
+                     grid=grid, passes=first.env["passes"])
         idx = np.unique(np.linspace(0, first.horizon - 1, min(first.record_points, first.horizon)).round().astype(int))
-        pick = (lambda a, i: a[i]) if grid else (lambda a, i: a)
-        rows = []
-        for i, r in enumerate(batch):
-            clicks, events = pick(res.cum_reward, i)[:, idx], pick(res.events, i)[:, idx].astype(np.float64)
-            rows.append(stored_row(exp, r, idx + 1, {"regret": clicks, "reward": clicks, "events": events},
-                                   pick(res.arms, i), compile_s=res.compile_s, run_s=res.run_s,
-                                   chunk_size=first.horizon, chunk_seconds=[res.run_s], batch_size=len(batch)))
-        store.save_runs(batch_id(batch), rows)
+        curves = []
+        for i in range(len(batch)):
+            clicks, events = pick(res.cum_reward, i, grid)[:, idx], pick(res.events, i, grid)[:, idx].astype(np.float64)
+            curves.append({"regret": clicks, "reward": clicks, "events": events})
         short = int(np.sum(res.accepted < first.horizon))
-        log(f"{tag} done: compile {res.compile_s:.2f} s, run {res.run_s:.2f} s"
-            + (f"; {short} run(s) ran out of passes before the horizon" if short else ""))
+        return Computed(idx + 1, curves, [pick(res.arms, i, grid) for i in range(len(batch))], res.compile_s,
+                        res.run_s, first.horizon, [res.run_s],
+                        f"{short} run(s) ran out of passes before the horizon" if short else "")
 
     def regret_name(self, runs):
         """``cumulative clicks`` (per accepted event)."""
