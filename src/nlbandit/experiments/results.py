@@ -5,14 +5,26 @@ A run's identity carries the hash of the source that computed it (:mod:`nlbandit
 (the code changed, or the policy or environment no longer exists). Stale runs are never reused — their
 key differs from what a run of the current code looks up — so pruning them only frees space and keeps
 listings honest.
+
+Most edits to hashed code change no number (a refactor, a renamed variable): :func:`revalidate` recomputes a
+sample of a stale run's seeds (its first and its last) under the current code and, when their arms and
+curves equal the stored ones bit for bit, adopts the run under its current key (its identity records the
+run id and code it was adopted from), so the whole run is not recomputed. A run whose sample differs stays
+stale. The sample is computed alone, not in the batch the run was computed in: a float32 (neural) run from
+a grid batch may round otherwise alone and then stays stale (float64 policies give the same numbers either
+way, ``tests/test_contract.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.spec import run_code
+from nlbandit.data.cache import DataError
+from nlbandit.experiments.spec import RunConfig, run_code
+from nlbandit.loops import LOOPS
 from nlbandit.store import Store
 
 
@@ -41,3 +53,46 @@ def prune_stale(store: Store) -> list[dict[str, Any]]:
     if stale:
         store.delete_runs([r["run_id"] for r in stale])
     return stale
+
+
+def sample_seeds(n_seeds: int) -> list[int]:
+    """The indices of the seeds :func:`revalidate` recomputes: the first and the last."""
+    return sorted({0, n_seeds - 1})
+
+
+def matches(run: RunConfig, stored: Any) -> bool:
+    """Whether :func:`sample_seeds` of ``run``, computed now alone by its loop, give the ``stored`` run's arms
+    and curves (:class:`~nlbandit.store.StoredRun`) bit for bit."""
+    idx = sample_seeds(run.n_seeds)
+    out = LOOPS[run.loop].compute([run], [run.seed_offset + i for i in idx])
+    same = np.array_equal(out.arms[0], stored.arms[idx]) and np.array_equal(out.rounds, stored.rounds)
+    return same and all(np.array_equal(out.curves[0][m], stored.curves[m][idx]) for m in stored.curves)
+
+
+def revalidate(store: Store, log: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
+    """Adopt every stale run whose policy and environment still exist and whose :func:`matches` holds under
+    its current key; return the run ids (adopted, left stale)."""
+    adopted, stale = [], []
+    for row in annotated_runs(store):
+        if row["current"] or current_code(row["config"]) is None:
+            continue
+        run = RunConfig.from_identity(row["config"], row["label"])
+        what = f"{row['experiment']}: {row['label']} ({row['run_id']})"
+        try:
+            same = matches(run, store.load(row["run_id"], with_arms=True))
+        except (ConfigError, DataError, KeyError, TypeError, ValueError) as e:
+            log(f"{what}: cannot be computed under the current code ({e}); left stale")
+            stale.append(row["run_id"])
+            continue
+        if not same:
+            log(f"{what}: seeds {sample_seeds(run.n_seeds)} computed now differ from the stored ones; left stale")
+            stale.append(row["run_id"])
+            continue
+        identity = {**run.identity(), "adopted_from": {"run_id": row["run_id"], "code": row["code"]}}
+        if store.adopt(row["run_id"], run.run_id, identity):
+            log(f"{what}: seeds {sample_seeds(run.n_seeds)} equal bit for bit; adopted as {run.run_id}")
+            adopted.append(row["run_id"])
+        else:
+            log(f"{what}: the current code's run {run.run_id} is stored already; left stale")
+            stale.append(row["run_id"])
+    return adopted, stale

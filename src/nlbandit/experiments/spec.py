@@ -216,6 +216,12 @@ class RunConfig:
             ident["seed_offset"] = self.seed_offset
         return ident if self.loop == "bandit" else {**ident, "loop": self.loop}
 
+    @classmethod
+    def from_identity(cls, identity: dict[str, Any], label: str = "") -> "RunConfig":
+        """The run a stored :meth:`identity` describes, under the current code (its ``code`` is recomputed)."""
+        return cls(label, (), identity["env"], identity["policy"], identity["horizon"], identity["n_seeds"],
+                   identity["record_points"], identity.get("loop", "bandit"), identity.get("seed_offset", 0))
+
     @property
     def run_id(self) -> str:
         """Hash of :meth:`identity`."""
