@@ -299,7 +299,7 @@ def test_second_agent_of_the_same_shapes_compiles_nothing(numpy_round):
 
 
 def test_bad_input_is_refused_with_the_field_named():
-    agent = Agent("glm-ucb", d=D, k=K, horizon=3, warmup_rounds=1, backend="history")
+    agent = Agent("glm-ucb", d=D, k=K, horizon=3, warmup="round-robin", warmup_rounds=1, backend="history")
     x = np.zeros((K, D))
     with pytest.raises(ValueError, match=r"contexts must have shape \(k, d\) = \(6, 4\)"):
         agent.decide(np.zeros((K, D + 1)))
@@ -323,3 +323,30 @@ def test_bad_input_is_refused_with_the_field_named():
         Agent("lin-ucb", d=D, k=K, horizon=T, bogus=1)
     with pytest.raises(ConfigError):
         Agent("no-such-policy", d=D, k=K, horizon=T)
+
+
+def test_the_agent_validates_through_the_same_path_as_make_policy():
+    """A configuration a family refuses is refused by the agent before anything is compiled, with the message
+    ``make_policy`` gives for an environment of those sizes; the default neural network builds for an odd d
+    (its input duplicated), where it once failed inside JAX at the first decision."""
+    agent = Agent("neural-ucb", d=5, k=3, horizon=50, width=4, steps=2)
+    assert agent.config["duplicate"] is True
+    assert agent.decide(np.ones((3, 5))).arm in range(3)
+    for name, hyper in (("neural-ucb", dict(duplicate=False)), ("glm-ucb", dict(link="identity", warmup="round-robin", warmup_rounds=60))):
+        with pytest.raises(ConfigError) as online:
+            Agent(name, d=5, k=3, horizon=50, **hyper)
+        with pytest.raises(ConfigError) as offline:
+            nb.make_policy(name, nb.make_env("linear", d=5, k=3), horizon=50, **hyper)
+        assert str(online.value).split(": ", 1)[1] == str(offline.value).split(": ", 1)[1]
+        with pytest.raises(ConfigError, match=str(offline.value).split(": ", 1)[1][:40]):
+            nb.make_policy(name, nb.ProblemSpec(5, 3, 50), **hyper)
+
+
+@pytest.mark.parametrize("name", ["neural-ucb", "neural-ts", "neural-greedy", "neural-es", "neural-phe"])
+def test_default_neural_networks_build_for_every_input_dimension(name):
+    for d in (1, 2, 5):  # traced, not run: a network that cannot be built fails while tracing
+        policy, params = nb.make_policy(name, nb.ProblemSpec(d, 3, 20))
+        state = jax.eval_shape(lambda: policy.init(params, jax.random.key(0)))
+        arm, _ = jax.eval_shape(lambda s: policy.act(params, s, jax.random.key(1), jnp.ones((3, d)), jnp.ones(3, bool),
+                                                     jnp.asarray(1)), state)
+        assert arm.shape == ()

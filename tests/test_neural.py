@@ -361,8 +361,8 @@ def test_training_that_diverges_is_stopped_by_name():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(), "the symmetric initialisation needs an even width and an even input dimension, got width 20 and "
-             "input dimension 5; set duplicate = true"),
+    (dict(duplicate=False), "the symmetric initialisation needs an even width and an even input dimension, got "
+                            "width 20 and input dimension 5; set duplicate = true"),
     (dict(width=7, duplicate=True), "got width 7 and input dimension 10, or use init = 'standard'"),
     (dict(width=0), "field 'width' must be an integer >= 1, got 0"),
     (dict(width=20, depth=0), "field 'depth' must be an integer >= 1, got 0"),
@@ -374,7 +374,8 @@ def test_training_that_diverges_is_stopped_by_name():
 def test_bad_neural_configurations_are_refused(options, message):
     from nlbandit.policies.registry import check_policy_env, resolve_policy
 
-    odd = "width" not in options or "duplicate" in options  # the first two cases are about the odd d = 5
+    odd = "width" not in options or "duplicate" in options  # the first two cases are about the odd d = 5 (where the
+    # default, duplicate omitted, duplicates the input: tests/test_agent.py)
     env = nb.make_env("linear", d=5 if odd else 4, k=5, contexts=options.pop("contexts", "fixed"))
     with pytest.raises(ConfigError, match=re.escape(message)):
         config = resolve_policy({"name": "neural-es", **options})

@@ -68,7 +68,7 @@ from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
 from nlbandit.host import host_round
 from nlbandit.host.draws import DrawBlocks
-from nlbandit.policies.registry import build_policy, resolve_policy
+from nlbandit.policies.registry import build_policy, check_policy_sizes, resolve_policy
 
 FORMAT = "nlbandit-agent"
 """The ``format`` field of a saved agent's header."""
@@ -189,11 +189,9 @@ class Agent:
             raise ConfigError(f"Agent: field 'numpy_round' must be true or false, got {numpy_round!r}")
         if seed > 2**32 - 1:
             raise ConfigError(f"Agent: field 'seed' must be an integer in [0, 2**32 - 1], got {seed!r}")
-        config = resolve_policy({"name": policy, **hyperparameters}, f"Agent policy '{policy}'")
-        if config.get("link") == "env":
-            raise ConfigError(f"Agent policy '{policy}': field 'link' 'env' takes the link from an experiment "
-                              "file's environment; give the link here")
-        self._setup(config, ProblemSpec(int(d), int(k), int(horizon)), int(seed), int(estimate_draws), numpy_round)
+        spec, where = ProblemSpec(int(d), int(k), int(horizon)), f"Agent policy '{policy}'"
+        config = check_policy_sizes(resolve_policy({"name": policy, **hyperparameters}, where), spec, where)
+        self._setup(config, spec, int(seed), int(estimate_draws), numpy_round)
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
 
     def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool) -> None:
@@ -474,10 +472,11 @@ class Agent:
                              f"reads version {VERSION} only. Load it with the nlbandit version that saved it")
         agent = cls.__new__(cls)
         try:
-            config = resolve_policy(header["policy"], "Agent.load policy")
+            spec = ProblemSpec(header["d"], header["k"], header["horizon"])
+            config = check_policy_sizes(resolve_policy(header["policy"], "Agent.load policy"), spec, "Agent.load policy")
         except ConfigError as e:
             raise ValueError(f"Agent.load: {path}: the saved policy configuration no longer resolves: {e}") from None
-        agent._setup(config, ProblemSpec(header["d"], header["k"], header["horizon"]), header["seed"],
+        agent._setup(config, spec, header["seed"],
                      header["estimate_draws"], header.get("numpy_round", True))
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
         shapes = jax.tree.leaves(template)

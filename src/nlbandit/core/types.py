@@ -66,6 +66,11 @@ class EnvFacts(NamedTuple):
     noise_bound: float | None = None
 
 
+def _described_only(*args: Any) -> Any:
+    """The functions of an environment described for checks only (:meth:`Env.described`)."""
+    raise RuntimeError("this environment is described for checks only (its sizes and facts); it cannot be simulated")
+
+
 class Env(NamedTuple):
     """A bandit environment as pure functions.
 
@@ -87,6 +92,17 @@ class Env(NamedTuple):
     pull: Callable[[PyTree, Array, Array, Array, Array], Feedback]
     mean: Callable[[PyTree, Array], Array]
     facts: EnvFacts = EnvFacts()
+
+    @classmethod
+    def described(cls, name: str, spec: ProblemSpec, facts: EnvFacts = EnvFacts()) -> "Env":
+        """An environment known by its sizes and facts only, to check a policy against (logged data, an
+        online agent's rewards): it cannot be simulated (:attr:`simulable`), and its functions say so."""
+        return cls(name, spec, _described_only, _described_only, _described_only, _described_only, facts)
+
+    @property
+    def simulable(self) -> bool:
+        """Whether the environment has rounds to draw (not one :meth:`described` for checks only)."""
+        return self.reset is not _described_only
 
 
 class Requirements(NamedTuple):

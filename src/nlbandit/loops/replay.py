@@ -34,12 +34,8 @@ LOGGED_HYPERS = (
 
 
 def _facts_env(env: dict) -> Env:
-    """An :class:`Env` that carries only the logged data's sizes and reward range, for the policy checks."""
-    def missing(*args):
-        raise RuntimeError("a logged data set is replayed, not simulated")
-
-    return Env(env["name"], ProblemSpec(env["d"], env["k"], 0), missing, missing, missing, missing,
-               EnvFacts(reward_range=(0.0, 1.0)))
+    """The logged data's sizes and reward range, for the policy checks."""
+    return Env.described(env["name"], ProblemSpec(env["d"], env["k"], 0), EnvFacts(reward_range=(0.0, 1.0)))
 
 
 class ReplayLoop(Loop):

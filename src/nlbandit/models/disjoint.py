@@ -43,11 +43,14 @@ FEATURES = ("dense", "disjoint")
 
 def problem(env: Env, where: str) -> str | None:
     """A one-line reason why ``env``'s arms are not disjoint-encoded (arm a's features zero outside block a
-    of K = ``env.spec.k`` blocks), judged on the first round of one instance; None when they are."""
+    of K = ``env.spec.k`` blocks), judged on the first round of one instance; None when they are, or when
+    ``env`` has no rounds to judge by (known by its sizes only, :attr:`~nlbandit.core.types.Env.simulable`)."""
     d, k = env.spec.d, env.spec.k
     if d % k:
         return (f"{where}: field 'features' = 'disjoint' needs d = d₀·K; env '{env.name}' has d = {d}, K = {k} "
                 "(use features = 'dense')")
+    if not env.simulable:
+        return None
     key = jax.random.PRNGKey(0)
     contexts, _ = env.observe(env.reset(key), key, jnp.asarray(1, jnp.int32))
     x = np.asarray(contexts).reshape(k, k, d // k)

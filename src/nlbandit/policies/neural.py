@@ -85,12 +85,19 @@ class NeuralState(NamedTuple):
     warmup: Warmup
 
 
+def needs_duplicate(init: str, d: int) -> bool:
+    """What an omitted ``duplicate`` means: feed [x; x]/√2 exactly when the symmetric initialisation needs it,
+    an odd input dimension d (:meth:`~nlbandit.models.mlp.MLP.check`), so the defaults build for every d."""
+    return init == "symmetric" and d % 2 == 1
+
+
 def neural_setup(spec: ProblemSpec, width: int = 20, depth: int = 3, init: str = "symmetric",
-                 duplicate: bool = False, output_scale: str = "ntk", steps: int = 100, optimizer: str = "gd",
+                 duplicate: bool | None = None, output_scale: str = "ntk", steps: int = 100, optimizer: str = "gd",
                  reduction: str = "mean", anchor: str = "init", reg_scale: str = "width", from_init: bool = False,
                  backend: str = "history", train_every: int = 1, warmup_rounds: int | None = None,
                  batch_size: int = 1) -> NeuralSetup:
     """The static choices of a neural policy (the hyperparameters of :data:`NEURAL_HYPERS`)."""
+    duplicate = needs_duplicate(init, spec.d) if duplicate is None else duplicate
     arch = MLP(spec.d, width, depth, duplicate, output_scale)
     how = Training(steps, optimizer, reduction, anchor, reg_scale, from_init, backend == "history", batch_size)
     capacity = history_capacity(spec.horizon) if backend == "history" else spec.k
@@ -299,8 +306,8 @@ NEURAL_HYPERS = (
     Hyper("depth", 3, "L, the number of weight matrices (spec 003 §4.3: 3)", kind=int, static=True, low=1),
     Hyper("init", "symmetric", "θ₀: the block-symmetric NTK initialisation, or PyTorch's default (standard)",
           kind=str, static=True, choices=INITS),
-    Hyper("duplicate", False, "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even)", kind=bool,
-          static=True),
+    Hyper("duplicate", None, "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even); omitted: exactly "
+          "when the symmetric initialisation needs it (odd d)", kind=bool, static=True, optional=True),
     Hyper("output_scale", "ntk", "output multiplied by √N (ntk, the papers') or not (none, the reference code)",
           kind=str, static=True, choices=SCALES),
     Hyper("lam", 1.0, "regularisation λ of the loss and of the design Z = λI + Σ ggᵀ", low=0.0, low_open=True),
@@ -351,9 +358,16 @@ def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) ->
                           "network")
 
 
+def fill_duplicate(config: dict[str, Any], env: Env) -> dict[str, Any]:
+    """An omitted ``duplicate`` filled for the environment's input dimension (:func:`needs_duplicate`)."""
+    if config["duplicate"] is not None:
+        return config
+    return {**config, "duplicate": needs_duplicate(config["init"], env.spec.d)}
+
+
 def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None) -> PolicyEntry:
     extra = {} if finalize is None else {"finalize": finalize}
-    return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, **extra)
+    return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, adapt=fill_duplicate, **extra)
 
 
 ENTRIES = (

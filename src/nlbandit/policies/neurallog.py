@@ -337,13 +337,16 @@ def _finalize(values: dict[str, Any]) -> dict[str, Any]:
 
 _DEFAULTS = {  # spec 001 §3.5: the paper's experiment-mode network and schedule
     "depth": 2, "output_scale": "none", "init": "standard", "anchor": "zero", "reg_scale": "one", "train_every": 50,
-    "lam": 1.0,
+    "lam": 1.0, "duplicate": False,
 }
 _DOCS = {
     "lam": "λ of the loss λ‖θ − anchor‖² (times m with reg_scale = 'width') and of the designs (κλ or λ)",
     "train_every": "train at rounds t = n, 2n, … (spec 001 §3.1 item 8: 50)",
+    "duplicate": "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even; theory mode's symmetric "
+                 "initialisation needs it for odd d)",
 }
-_SHARED = tuple(replace(h, default=_DEFAULTS.get(h.name, h.default), doc=_DOCS.get(h.name, h.doc))
+_SHARED = tuple(replace(h, default=_DEFAULTS.get(h.name, h.default), doc=_DOCS.get(h.name, h.doc),
+                        optional=h.optional and h.name not in _DEFAULTS)
                 for h in NEURAL_HYPERS if h.name not in ("backend", "optimizer", "batch_size", "warmup_rounds"))
 _OWN = (
     Hyper("nu", 1.0, "exploration scale ν (spec 001 §3.1 item 4: grid {0.01, 0.1, 1, 10, 100})", low=0.0),

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
-from nlbandit.core.types import Env, Policy, ProblemSpec
+from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
 from nlbandit.policies import baselines, deep, glm, hetero, linear, logistic, neural, neurallog
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
@@ -68,10 +68,12 @@ def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> 
     return entry.make(spec, **dict(static))._replace(spec=spec, params_type=entry.params_type)
 
 
-def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy") -> dict[str, Any]:
+def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy", *,
+                     facts: bool = True) -> dict[str, Any]:
     """Fill the values of a resolved policy config that follow the environment (``adapt``), check it
-    against the environment and the horizon (the family's own check, then the generic
-    :func:`~nlbandit.core.compat.check_compatible` of the built policy), and return it."""
+    against the environment and the horizon (the family's own check, then, unless ``facts`` is false, the
+    generic :func:`~nlbandit.core.compat.check_compatible` of the built policy against the environment's
+    facts), and return it."""
     entry = policy_entry(config["name"], where)
     if entry.adapt is not None:
         try:
@@ -80,9 +82,28 @@ def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str 
             raise ConfigError(f"{where}: {e}") from None
     if entry.check is not None:
         entry.check(config, env, horizon, where)
-    spec = ProblemSpec(env.spec.d, env.spec.k, horizon)
-    check_compatible(build_policy(config, spec)[0], env, spec, horizon, where)
+    if facts:
+        spec = ProblemSpec(env.spec.d, env.spec.k, horizon)
+        check_compatible(build_policy(config, spec)[0], env, spec, horizon, where)
     return config
+
+
+ONLINE_FACTS = EnvFacts(reward_range=(0.0, 0.0))
+"""The facts of an environment known by its sizes only (:func:`check_policy_sizes`): no reward promised
+outside any range a policy models, since each reward is checked as it arrives against the range the policy
+models (:meth:`nlbandit.agent.Agent.reward`); no link, arm set or noise level promised."""
+
+
+def check_policy_sizes(config: dict[str, Any], spec: ProblemSpec, where: str = "policy") -> dict[str, Any]:
+    """:func:`check_policy_env` for a policy known only by its sizes and horizon (``make_policy`` with a
+    :class:`ProblemSpec`, the online agent, the service): its family's ``adapt`` and ``check`` on an
+    environment of those sizes (:data:`ONLINE_FACTS`), so that a configuration its family refuses is refused
+    here too, with the same message, before anything is compiled."""
+    if config.get("link") == "env":
+        raise ConfigError(f"{where}: field 'link' 'env' takes the link from an experiment file's environment; give "
+                          "the link here")
+    env = Env.described("of the given sizes", ProblemSpec(spec.d, spec.k, 0), ONLINE_FACTS)
+    return check_policy_env(config, env, spec.horizon, where, facts=False)
 
 
 def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
@@ -107,11 +128,8 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
         return build_policy(config, ProblemSpec(spec.spec.d, spec.spec.k, horizon))
     if horizon is not None and horizon != spec.horizon:
         raise ConfigError(f"policy '{name}': horizon={horizon} differs from the ProblemSpec's {spec.horizon}; give it once")
-    if config.get("link") == "env":
-        raise ConfigError(f"policy '{name}': field 'link' 'env' takes the link from an experiment file's "
-                          "environment; give the link here")
-    return build_policy(config, spec)
+    return build_policy(check_policy_sizes(config, spec, f"policy '{name}'"), spec)
 
 
-__all__ = ["ConfigError", "FAMILIES", "POLICIES", "build_policy", "check_policy_env", "make_policy", "policy_entry",
-           "resolve_policy", "split_policy_config"]
+__all__ = ["ConfigError", "FAMILIES", "ONLINE_FACTS", "POLICIES", "build_policy", "check_policy_env",
+           "check_policy_sizes", "make_policy", "policy_entry", "resolve_policy", "split_policy_config"]
