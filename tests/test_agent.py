@@ -332,7 +332,8 @@ def test_the_agent_validates_through_the_same_path_as_make_policy():
     agent = Agent("neural-ucb", d=5, k=3, horizon=50, width=4, steps=2)
     assert agent.config["duplicate"] is True
     assert agent.decide(np.ones((3, 5))).arm in range(3)
-    for name, hyper in (("neural-ucb", dict(duplicate=False)), ("glm-ucb", dict(link="identity", warmup="round-robin", warmup_rounds=60))):
+    refused = dict(duplicate=False), dict(link="identity", warmup="round-robin", warmup_rounds=60)
+    for name, hyper in zip(("neural-ucb", "glm-ucb"), refused):
         with pytest.raises(ConfigError) as online:
             Agent(name, d=5, k=3, horizon=50, **hyper)
         with pytest.raises(ConfigError) as offline:

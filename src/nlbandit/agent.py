@@ -473,7 +473,8 @@ class Agent:
         agent = cls.__new__(cls)
         try:
             spec = ProblemSpec(header["d"], header["k"], header["horizon"])
-            config = check_policy_sizes(resolve_policy(header["policy"], "Agent.load policy"), spec, "Agent.load policy")
+            where = "Agent.load policy"
+            config = check_policy_sizes(resolve_policy(header["policy"], where), spec, where)
         except ConfigError as e:
             raise ValueError(f"Agent.load: {path}: the saved policy configuration no longer resolves: {e}") from None
         agent._setup(config, spec, header["seed"],
