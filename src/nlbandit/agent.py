@@ -64,6 +64,7 @@ import numpy as np
 
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
+from nlbandit.core import round as one_round
 from nlbandit.core.keys import round_key, seed_keys
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
 from nlbandit.host import host_round
@@ -124,15 +125,14 @@ def _programs(policy: Policy, draws: int) -> _Programs:
     ``draws``-fold redraw of a decision; one set per policy object (module docstring)."""
 
     def prepare(params, state, stream, arms, mask):
-        return policy.prepare(params, state, round_key(stream, 1), to_dtype(arms, policy.dtype), mask)
+        return one_round.prepare(policy, params, state, stream, arms, mask)
 
     def act(params, state, stream, contexts, mask, t):  # one float64 vector, so one transfer to the host
-        arm, info = policy.act(params, state, round_key(stream, t), to_dtype(contexts, policy.dtype), mask, t)
+        arm, info = one_round.act(policy, params, state, stream, contexts, mask, t)
         return jnp.stack([arm.astype(jnp.float64), *(v.astype(jnp.float64) for v in info)])
 
     def update(params, state, stream, contexts, arm, reward, bound, t):
-        feedback = Feedback(reward.astype(policy.dtype), None if bound is None else bound.astype(policy.dtype))
-        return policy.update(params, state, round_key(stream, t), to_dtype(contexts, policy.dtype), arm, feedback, t)
+        return one_round.update(policy, params, state, stream, contexts, arm, Feedback(reward, bound), t)
 
     def update_act(params, state, streams, learn, contexts, mask, t):  # one dispatch for a round's reward and
         state = update(params, state, streams[0], *learn)               # the next decision

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.atomic import write_npz
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import observe, pull
 from nlbandit.core.types import Env
 
 _FORMAT = "nlbandit-instance"
@@ -102,9 +103,8 @@ def export_instance(env: Env, seed: int, horizon: int, config: dict[str, Any] | 
     @jax.jit
     def rounds(ts):
         def one(t):
-            contexts, mask = env.observe(state, round_key(keys.env_observe, t), t)
-            key = round_key(keys.env_pull, t)
-            pay = jax.vmap(lambda arm: env.pull(state, key, t, contexts, arm).reward)(jnp.arange(k))
+            contexts, mask = observe(env, state, keys, t)
+            pay = jax.vmap(lambda arm: pull(env, state, keys, t, contexts, arm).reward)(jnp.arange(k))
             return contexts, mask, pay, env.mean(state, contexts)
         return jax.vmap(one)(ts)
 

@@ -25,7 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core import round as one_round
+from nlbandit.core.keys import seed_keys
 from nlbandit.core.params import as_params
 from nlbandit.core.types import Env, Policy, to_dtype
 
@@ -56,17 +57,16 @@ class PhaseTimer:
         self.samples: list[PhaseSample] = []
 
         def observe(keys, env_state, t):
-            contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
-            return to_dtype(contexts, policy.dtype), mask, contexts
+            return one_round.observe(env, env_state, keys, t)
 
         def pull(keys, env_state, t, contexts, arm):
-            return to_dtype(env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm), policy.dtype)
+            return one_round.pull(env, env_state, keys, t, contexts, arm)
 
-        def act(params, keys, state, seen, mask, t):
-            return policy.act(params, state, round_key(keys.policy_act, t), seen, mask, t)[0]
+        def act(params, keys, state, contexts, mask, t):
+            return one_round.act(policy, params, state, keys.policy_act, contexts, mask, t)[0]
 
-        def update(params, keys, state, seen, arm, feedback, t):
-            return policy.update(params, state, round_key(keys.policy_update, t), seen, arm, feedback, t)
+        def update(params, keys, state, contexts, arm, feedback, t):
+            return one_round.update(policy, params, state, keys.policy_update, contexts, arm, feedback, t)
 
         self._observe = jax.jit(jax.vmap(observe, in_axes=(0, 0, None)))
         self._pull = jax.jit(jax.vmap(pull, in_axes=(0, 0, None, 0, 0)))
@@ -90,9 +90,9 @@ class PhaseTimer:
             return None
         states = jax.tree.unflatten(self.treedef, [jnp.asarray(a) for a in progress.policy_state])
         tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
-        seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
-        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, seen, mask, tt)
+        contexts, mask = self._observe(self.keys, self.env_states, tt)
+        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, contexts, mask, tt)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, seen, arms, feedback, tt)
+        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, contexts, arms, feedback, tt)
         self.samples.append(PhaseSample(t, select_s / self.n_seeds, update_s / self.n_seeds))
         return arms

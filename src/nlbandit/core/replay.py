@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import act, pass_order, start, update
 from nlbandit.core.params import as_params
 from nlbandit.core.types import Feedback, Policy, to_dtype
 
@@ -79,11 +80,8 @@ def _one_seed(data: Logged, policy: Policy, horizon: int, passes: int):
     def run(params, seed):
         params = to_dtype(params, policy.dtype)
         keys = seed_keys(seed)
-        orders = jax.vmap(lambda p: jax.random.permutation(round_key(keys.env_observe, p), n))(jnp.arange(passes))
-        state = policy.init(params, keys.policy_init)
-        if policy.prepare is not None:
-            state = policy.prepare(params, state, round_key(keys.policy_init, 1),
-                                   to_dtype(data.contexts[orders[0, 0]], policy.dtype), mask)
+        orders = pass_order(keys, passes, n)
+        state = start(policy, params, keys.policy_init, data.contexts[orders[0, 0]], mask)
         zeros = jnp.zeros((horizon,))
 
         def more(carry):
@@ -93,13 +91,12 @@ def _one_seed(data: Logged, policy: Policy, horizon: int, passes: int):
         def body(carry):
             state, step, t, total, cum, events, arms = carry
             event = orders[step // n, step % n]
-            seen = to_dtype(data.contexts[event], policy.dtype)
-            arm, _ = policy.act(params, state, round_key(keys.policy_act, step), seen, mask, t + 1)
+            contexts = data.contexts[event]
+            arm, _ = act(policy, params, state, keys.policy_act, contexts, mask, t + 1, draw=step)
             accept = arm == data.logged[event]
             reward = data.reward[event]
-            state = jax.lax.cond(accept, lambda: policy.update(params, state, round_key(keys.policy_update, t + 1),
-                                                               seen, arm, to_dtype(Feedback(reward), policy.dtype),
-                                                               t + 1), lambda: state)
+            state = jax.lax.cond(accept, lambda: update(policy, params, state, keys.policy_update, contexts, arm,
+                                                        Feedback(reward), t + 1), lambda: state)
             total = total + jnp.where(accept, reward, 0.0)
             at = jnp.minimum(t, horizon - 1)
             cum = cum.at[at].set(jnp.where(accept, total, cum[at]))

@@ -22,8 +22,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from nlbandit.core.compat import check_compatible
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
 from nlbandit.core.params import as_params
+from nlbandit.core.round import observe, play, start
 from nlbandit.core.types import Env, Policy, to_dtype
 
 NUMERICS = 1
@@ -128,22 +129,16 @@ class SimResult:
 
 def _one_seed(env: Env, policy: Policy):
     """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm, healthy)) for one
-    seed (``healthy``: :attr:`Policy.healthy` after each round's update, True without one)."""
+    seed: :func:`nlbandit.core.round.play` over the rounds ``ts`` (``healthy``: :attr:`Policy.healthy` after
+    each round's update, True without one)."""
 
     def run(params, keys, env_state, state, ts):
         params = to_dtype(params, policy.dtype)
 
         def body(state, t):
-            contexts, mask = env.observe(env_state, round_key(keys.env_observe, t), t)
-            means = env.mean(env_state, contexts)
-            seen = to_dtype(contexts, policy.dtype)
-            arm, _ = policy.act(params, state, round_key(keys.policy_act, t), seen, mask, t)
-            feedback = env.pull(env_state, round_key(keys.env_pull, t), t, contexts, arm)
-            state = policy.update(params, state, round_key(keys.policy_update, t), seen, arm,
-                                  to_dtype(feedback, policy.dtype), t)
-            regret = jnp.max(jnp.where(mask, means, -jnp.inf)) - means[arm]
+            state, out = play(env, policy, params, keys, env_state, state, t)
             healthy = jnp.asarray(True) if policy.healthy is None else policy.healthy(state)
-            return state, (regret, feedback.reward, arm, healthy)
+            return state, (out.regret, out.reward, out.arm, healthy)
 
         return jax.lax.scan(body, state, ts)
 
@@ -151,16 +146,11 @@ def _one_seed(env: Env, policy: Policy):
 
 
 def _initial_state(env: Env, policy: Policy):
-    """(params, keys, env_state) -> the policy's state before round 1 (``init``, then ``prepare`` with
-    round 1's arm set, which is the arm set of every round when the environment's arms are fixed)."""
+    """(params, keys, env_state) -> the policy's state before round 1 (:func:`nlbandit.core.round.start`,
+    preparing on round 1's arms)."""
 
     def initial(params, keys, env_state):
-        params = to_dtype(params, policy.dtype)
-        state = policy.init(params, keys.policy_init)
-        if policy.prepare is None:
-            return state
-        arms, mask = env.observe(env_state, round_key(keys.env_observe, 1), 1)
-        return policy.prepare(params, state, round_key(keys.policy_init, 1), to_dtype(arms, policy.dtype), mask)
+        return start(policy, to_dtype(params, policy.dtype), keys.policy_init, *observe(env, env_state, keys, 1))
 
     return initial
 

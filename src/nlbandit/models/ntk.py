@@ -14,7 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import observe
 from nlbandit.core.types import Env
 from nlbandit.models.mlp import MLP, mlp_grads, mlp_init
 
@@ -23,7 +24,7 @@ def presented_contexts(env: Env, seed: int, horizon: int) -> jax.Array:
     """(T, K, d): the contexts ``env`` offers in rounds 1…T of repetition ``seed`` (the engine's draws)."""
     keys = seed_keys(jnp.uint32(seed))
     state = env.reset(keys.env_reset)
-    return jax.vmap(lambda t: env.observe(state, round_key(keys.env_observe, t), t)[0])(jnp.arange(1, horizon + 1))
+    return jax.vmap(lambda t: observe(env, state, keys, t)[0])(jnp.arange(1, horizon + 1))
 
 
 def realized_effective_dimension(env: Env, seed: int, horizon: int, arch: MLP, lam0: float,
