@@ -9,7 +9,7 @@ It also asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_op
 after this import. A simulation is compiled once per batch of runs and most batches run for seconds, so
 compile time is much of an experiment's time: level 1 compiles a GLM batch's programs in about two thirds (68%) of the
 default level's time at the same run time, and gave bit-identical results on the policies compared
-(README, Performance). The flags are part of every run's code hash (:mod:`nlbandit.provenance`).
+(docs/performance.md). The flags are part of every run's code hash (:mod:`nlbandit.provenance`).
 """
 
 import os as _os

@@ -1,75 +1,8 @@
 """Claims: small boolean expressions over an experiment's results, checked by ``nlbandit check``.
 
-Grammar (a safe subset of Python expressions, parsed with :mod:`ast`, never ``eval``'d):
-
-* ``regret(label, t=None, stat='mean', **case)``: cumulative pseudo-regret at round ``t`` (default: the
-  horizon; otherwise the last recorded round ≤ t), averaged over seeds (``stat='median'``: the median
-  seed, i.e. the typical instance);
-* ``std(label, t=None, **case)``: its standard deviation across seeds;
-* ``reward(label, t=None, **case)``: the average realised reward per round up to round ``t`` (default: the
-  horizon; otherwise the last recorded round ≤ t), averaged over seeds (a bandit run's ``Σ_{s≤t} Y_s / t``,
-  Kveton et al. 2020 Fig. 2);
-* ``increment(label, t0, t1, stat='mean', **case)``: regret accumulated between rounds t0 and t1;
-* ``se(label, t=None, **case)``: the standard error of the mean regret, std/√S;
-* ``growth(label, **case)``: the late-growth ratio ρ_late = (R(T) − R(T/2)) / R(T/2) of the mean regret
-  curve (≈ 1 for linear regret, ≈ 0.41 for √T growth; spec 002 §6.2);
-* ``stuck(label, threshold=0.8, **case)``: the fraction of seeds whose own ρ_late exceeds ``threshold``
-  (instances whose regret still grows linearly);
-* ``runtime(label, **case)``: measured run time in µs per seed-round (compilation excluded); the runs
-  a runtime claim reads are computed alone, never side by side with other grid points (:func:`timed_runs`);
-* ``select_time(label, **case)`` / ``update_time(label, **case)``: the µs per seed-round spent selecting
-  arms (``act``) and updating the model (``update``), timed apart on the run's own states at sampled
-  rounds and averaged over them (:mod:`nlbandit.core.phases`); the runs they read are computed alone with
-  their phases timed (:func:`phased_runs`);
-* ``quantile(label, q, t=None, **case)``: the q-quantile across seeds of the regret at round t;
-* ``r2(label, key, t=None, **case)`` / ``slope(label, key, t=None, **case)``: R² and slope of the
-  least-squares line through the mean regret at round t against the environment grid key ``key`` (e.g.
-  ``r2('FTRL', 'd', t=1000, sigma=2.0)``: is the regret linear in d?);
-* theory values (plain numbers, :mod:`nlbandit.theory`): ``l(t0, b)``, the doubling trick's constant
-  factor l(T₀, b) with γ = 1/2, δ = 3/2 (Sun, Wang & Xu 2025, Fig. 3b); ``basis_regret(d, T, sigma2,
-  lam)``, FTRL's exact expected regret on Theorem 5.1's instance; ``mean_field(d, T, sigma2, lam)``, its
-  mean-field approximation with sphere features; ``ftrl_bound(d, T, sigma2, delta)``, Theorem 4.1's
-  bound (identity link; Zhao, Zhou, He & Gu 2023);
-* ``paired(a, b, t=None, stat='mean', **case)``: the paired difference regret(a) − regret(b) at round t,
-  seed by seed (both series see the same instances and noise: common random numbers, so the
-  instance-to-instance spread cancels), as an *interval*: its mean and 95% confidence interval (Student t
-  with S − 1 degrees of freedom; ``stat='median'``: the median and the distribution-free interval between
-  two order statistics). A comparison of an interval with a number is three-valued:
-  ``paired('A', 'B') < 0`` is true when the whole interval lies below 0, false when none of it does, and
-  *undetermined* when the interval straddles 0 (the seeds cannot resolve the ordering); likewise ``<=``,
-  ``>``, ``>=`` (``==`` and ``!=`` are refused). An interval can be shifted by a number, multiplied by one
-  (a negative factor swaps its bounds) and divided by a positive one, so a ratio claim reads
-  ``paired('A', 'B') <= 0.2 * regret('B')``; two intervals never combine. Report traces show each call as
-  ``paired('A', 'B') = mean [lo, hi]``;
-* ``lower(paired(...))`` / ``upper(paired(...))``: the bounds of a paired interval as plain numbers, e.g.
-  ``lower(paired('A', 'B')) <= 0``: A is not resolved worse than B (better, or tied within the seeds'
-  resolution: "best or tied-best");
-* ``at_least(n, c1, c2, …)``: whether at least n of the truths c1, c2, … hold (e.g. a comparison per
-  environment case: "on ≥ 5 of the 6 functions"), three-valued: true when n of them are true, false when
-  fewer than n are true or undetermined, undetermined otherwise;
-* ``min``, ``max``, ``abs``, ``sqrt``; numbers; ``T`` (the horizon); ``+ - * / **``; comparisons; ``and``/``or``/``not``.
-
-A call that reads a case that was not run (its data set is missing, or ``--cases`` left it out) has an
-unknown value: arithmetic on it stays unknown and a comparison with it is undetermined, so such a claim is
-decided (and reported with the cases it did without) only when its other parts decide it — ``at_least(4, …)``
-over six cases fails when three of the cases that ran are already false — and is NOT CHECKED otherwise.
-
-A claim's value is a truth: True, False, or undetermined (None). Ordinary comparisons are two-valued;
-``and``/``or``/``not`` follow Kleene's three-valued logic (``None and False`` is False, ``None or True``
-is True, otherwise an undetermined operand leaves the result undetermined). ``nlbandit check`` reports
-PASS / FAIL for a claim declared ``expect = "pass"``, "fails, as documented" / UNEXPECTEDLY HOLDS for
-``expect = "fail"``, and INCONCLUSIVE for an undetermined one, which does not fail the check. A claim's
-``kind`` says what a verdict means (:data:`KINDS`): ``paper`` (a statement of the paper or its spec, on
-the margin it justifies), ``regression`` (a threshold fitted to the implementation's measurements) or
-``sanity`` (true by construction).
-
-Expressions are limited to 10,000 characters (a count over 18 environment cases of Bae & Lee's Figs. 3 and 6
-needs ~7,000) and 60 levels of nesting, arithmetic that overflows
-(``10 ** 10 ** 10``, ``1e308 * 1e308``) is an error, and so is a value that is not a truth, so a
-malformed claim fails when its file is loaded, with a one-line message, before anything is simulated.
-
-``case`` keywords select an environment grid case (e.g. ``regret('GLM-TSL', d=5)``). Example:
-``regret('Lin-ES') <= 1.5 * min(regret('Lin-TS'), regret('Lin-UCB'))``.
+A safe subset of Python expressions, parsed with :mod:`ast` (never ``eval``'d), with three-valued truths
+(``paired`` intervals, Kleene logic, INCONCLUSIVE verdicts). The grammar, the verdicts and the limits are
+documented in ``docs/experiments.md`` (section "Claims").
 """
 
 from __future__ import annotations

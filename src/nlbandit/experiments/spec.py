@@ -1,76 +1,8 @@
 """Experiment files (TOML): schema, validation at the boundary, grid expansion.
 
-An experiment file::
-
-    name = "fig1a_linear"            # optional; default: the file name
-    paper = "sun2025"                # optional; default: the parent folder
-    title = "..."                    # one line for the report
-    description = "..."              # free text for the report
-    horizon = 10000                  # T
-    seeds = 50                       # repetitions (seeds 0..seeds-1)
-    record_points = 1000             # optional: curve resolution kept in the store
-    plots = ["anytime-constant"]     # optional: extra report panels (EXTRA_PLOTS)
-
-    [scales.quick]                   # optional overrides per --scale (keys: horizon, seeds, tune_seeds, cases)
-    seeds = 10
-    cases = ["low"]                  # only these [[env]] cases at this scale (default: all)
-
-    [env]                            # registry name + hyperparameters; a list value is a grid
-    name = "linear"
-    d = 20
-
-    # or several named cases (each may hold grids too):  [[env]]  case = "low"  name = ...
-
-    [[policies]]                     # one table per policy; a list value is a grid
-    label = "Lin-ES"
-    name = "lin-es"
-    m = 25
-
-    [[claims]]                       # checked by `nlbandit check` (see nlbandit.experiments.claims)
-    name = "es-competitive"
-    text = "Lin-ES is competitive with Lin-TS"
-    check = "regret('Lin-ES') <= 1.5 * regret('Lin-TS')"
-
-A ``[tune]`` table tunes hyperparameters per series and environment case before the reported runs (Bae & Lee
-2025's grid search; :mod:`nlbandit.experiments.tuning`)::
-
-    [tune]
-    seeds = 3                        # tuning seeds offset..offset+seeds-1, never a reported seed
-    objective = "min-regret"         # or "max-reward": the mean final value on the tuning seeds
-    grid = { nu = [0.1, 1, 10], lam = [0.1, 1] }   # the default grid of every series
-
-    [[policies]]
-    label = "UCB-2"
-    name = "neurallog-ucb-2"
-    tune = { nu = [1, 10] }          # this series' own grid (``tune = false``: not tuned)
-
-``offset`` (default 10⁹) must be at least every scale's reported seed count; ``[scales.X] tune_seeds`` overrides
-``seeds`` at a scale. Every point of a series' grid runs on the tuning seeds (side by side where only traced
-hyperparameters differ); the point with the best objective (the first in grid order on a tie) is the
-series' reported configuration on that case. ``loop = "bandit"`` only.
-
-A ``[[policies]]`` or ``[[claims]]`` table may carry ``scales = ["full"]``: the series is validated at every
-scale but run only at the listed ones (an O(t)-per-round baseline too slow for the quick tier), and the
-claim is checked only there.
-
-``loop`` names the experiment's :class:`~nlbandit.loops.base.Loop` (:data:`nlbandit.loops.LOOPS`), which
-resolves the ``[env]`` cases and the series against them: ``bandit`` (the default) takes environments and
-policies. ``loop = "regression"`` makes an online-regression experiment (Zhao, Zhou, He & Gu 2023): ``[env]``
-names a stream of :data:`nlbandit.envs.registry.STREAMS`, the ``[[policies]]`` are learners of
-:data:`nlbandit.policies.learners.LEARNERS` (each with the regret it records), and a series may carry its
-own stream fields in an ``env`` table, merged over ``[env]`` (which may then omit ``name``)::
-
-    [[policies]]
-    label = "adversarial labels"
-    name = "ftrl"
-    regret = "adversarial"
-    env = { name = "adversarial" }
-
-Everything is validated before any computation; errors name the field and what is allowed. ``name`` and
-``paper`` must be plain file names (letters, digits, ``_``, ``-``, ``.``; not starting with ``.``): reports
-are written to ``<paper>/<name>.md``. Sizes are checked against the engine's integer ranges
-(:data:`MAX_ROUNDS`, :data:`MAX_SEEDS`) and the memory of the largest batch of runs against
-:func:`nlbandit.loops.base.physical_memory`.
+The schema (top-level keys, ``[scales.X]``, ``[env]`` / ``[[env]]`` cases, ``[[policies]]``, ``[[claims]]``,
+``[tune]``, ``loop``) and the validation rules are documented in ``docs/experiments.md``. Everything is
+validated before any computation; errors name the field and what is allowed.
 """
 
 from __future__ import annotations

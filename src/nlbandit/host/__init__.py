@@ -1,8 +1,8 @@
 """Float64 host rounds of the online agent, on NumPy arrays, for the policies whose round is a few small matrix
 products.
 
-One online decision through XLA costs at least one program launch (~20 µs on this project's 2-core CPU, the
-README's Performance section) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is only a
+One online decision through XLA costs at least one program launch (~20 µs on this project's 2-core CPU,
+docs/performance.md) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is only a
 few thousand flops. :class:`~nlbandit.agent.Agent` therefore runs the round of the policies listed
 in :data:`~nlbandit.host.rounds.HOST_ROUNDS` on the host: the same state pytree (NumPy leaves instead of
 device arrays), the same formulas as the jitted policy, and the same random numbers — every draw comes from
@@ -10,8 +10,7 @@ the simulator's round keys, computed for blocks of rounds at once by one jitted 
 (:class:`~nlbandit.host.draws.DrawBlocks`). A NumPy call costs ~1 µs whatever its size, so the steps that
 would take dozens of them (the tie rule, the ensemble probability, the Sherman–Morrison update, the GLM
 index, the Newton refit and GLM-TSL's sample) are numba functions: compiled on first use and cached on disk
-(~7 s once per machine, then ~0.1 s per process), several times faster than their NumPy spelling (README,
-Performance).
+(~7 s once per machine, then ~0.1 s per process), several times faster than their NumPy spelling (docs/performance.md).
 
 Decisions therefore equal the jitted policy's except where two scores differ by less than floating-point
 rounding (the two paths round differently in the last bits); ``tests/test_host_rounds.py`` checks equality
