@@ -1,16 +1,19 @@
 """The policy registry: collects the families' declared policies under their stable kebab-case names.
 
-Each family module (:mod:`~nlbandit.policies.baselines`, :mod:`~nlbandit.policies.linear`,
-:mod:`~nlbandit.policies.glm`, :mod:`~nlbandit.policies.logistic`, :mod:`~nlbandit.policies.hetero`,
-:mod:`~nlbandit.policies.neural`, :mod:`~nlbandit.policies.deep`) declares its policies and their
-hyperparameters as ``ENTRIES``; ``<name>@anytime`` wraps any of them in the doubling trick
-(:mod:`~nlbandit.policies.anytime`). Adding a policy means adding it to its family's ``ENTRIES`` (or a new
-family module listed in :data:`FAMILIES`).
+Each family module of the package (:mod:`~nlbandit.policies.baselines`, :mod:`~nlbandit.policies.linear`,
+:mod:`~nlbandit.policies.glm`, :mod:`~nlbandit.policies.squarecb`, ...) declares its policies and their
+hyperparameters as ``ENTRIES``; the registry finds them (:data:`FAMILIES`: every module of
+``nlbandit.policies`` with ``ENTRIES``), so adding a policy means adding it to its family's ``ENTRIES``, or
+writing a new family module, and nothing else. ``<name>@anytime`` wraps any of them in the doubling trick
+(:mod:`~nlbandit.policies.anytime`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
+from types import ModuleType
 from typing import Any
 
 import jax.numpy as jnp
@@ -18,12 +21,20 @@ import jax.numpy as jnp
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
-from nlbandit.policies import baselines, deep, glm, hetero, linear, logistic, neural, neurallog
+import nlbandit.policies
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
-FAMILIES = (baselines, linear, glm, logistic, hetero, neural, deep, neurallog)
-"""The family modules whose ``ENTRIES`` make up the registry, in listing order."""
+
+def _families() -> tuple[ModuleType, ...]:
+    """The modules of ``nlbandit.policies`` that declare ``ENTRIES``, by module name."""
+    names = sorted(m.name for m in pkgutil.iter_modules(nlbandit.policies.__path__))
+    modules = [importlib.import_module(f"nlbandit.policies.{n}") for n in names if n != __name__.rsplit(".", 1)[1]]
+    return tuple(m for m in modules if hasattr(m, "ENTRIES"))
+
+
+FAMILIES = _families()
+"""The family modules whose ``ENTRIES`` make up the registry, by module name."""
 
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
 
