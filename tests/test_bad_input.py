@@ -170,9 +170,9 @@ def test_sizes_beyond_memory_or_range_are_refused_at_load(tmp_path):
 def test_memory_estimate_counts_history_buffers(tmp_path, monkeypatch):
     # lin-phe keeps a T×d history buffer, lin-es does not: with a limit between their needs, only
     # lin-phe is refused (S = 2, T = 100_000, d = 3: arms 4.8 MB; history 4.8 MB more).
-    from nlbandit.loops import base
+    from nlbandit.core import memory
 
-    monkeypatch.setattr(base, "physical_memory", lambda: 6_000_000)
+    monkeypatch.setattr(memory, "physical_memory", lambda: 6_000_000)
     text = GOOD.replace("horizon = 100", "horizon = 100000")
     load_experiment(write(tmp_path, text))
     phe = text.replace('name = "lin-es"\nm = 2', 'name = "lin-phe"')
@@ -510,3 +510,17 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, s
     assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert expected in captured.err and "Traceback" not in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing simulated, no database, no report
+
+
+def test_simulate_refuses_a_run_that_does_not_fit_before_compiling(monkeypatch):
+    """The engine measures the states it will hold (jax.eval_shape of reset and init) and refuses a run beyond
+    the machine's memory with the parts named, whichever door the run came in by (here: nb.simulate)."""
+    from nlbandit.core import memory
+
+    monkeypatch.setattr(memory, "physical_memory", lambda: 10_000_000)
+    env = nb.make_env("linear", d=100, k=4)
+    policy, params = nb.make_policy("lin-ucb", env, horizon=5)
+    nb.simulate(env, policy, params, 5, range(10))  # 10 seeds: 2 × 10 × 100² × 8 bytes of state, 1.6 MB
+    with pytest.raises(ConfigError, match=r"simulate: simulating policy 'lin-ucb' .* needs about 0.01[0-9]+ GiB of "
+                                          r"memory \(.*policy states \(the scan's carry in and out\) 0.01"):
+        nb.simulate(env, policy, params, 5, range(100))

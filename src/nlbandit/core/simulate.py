@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.keys import seed_keys
+from nlbandit.core.memory import check_memory, tree_bytes
 from nlbandit.core.params import as_params
 from nlbandit.core.round import observe, play, start
 from nlbandit.core.types import Env, Policy, to_dtype
@@ -236,6 +237,8 @@ def simulate(
         environment (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level,
         rewards). After a chunk, when a round had no available arm or a non-finite mean or reward, or
         left the policy unhealthy (:attr:`Policy.healthy`: a diverged training).
+      ConfigError (a ``ValueError``): before anything is compiled, when the run's arrays need more than this
+        machine's memory (:func:`~nlbandit.core.memory.check_memory`, naming the parts).
     """
 
     def integer(value: Any) -> bool:
@@ -281,6 +284,16 @@ def simulate(
                          "only with the arguments of the call that saved it")
     keys = jax.vmap(seed_keys)(seeds)
     programs = _programs(env, policy, grid)
+    lanes = int(np.prod(batch))
+    env_shapes = jax.eval_shape(programs.reset, keys.env_reset)
+    check_memory({
+        "environment instances": tree_bytes(env_shapes),
+        "policy states (the scan's carry in and out)": 2 * tree_bytes(jax.eval_shape(programs.init, params, keys,
+                                                                                     env_shapes)),
+        "a chunk's per-round outputs": lanes * min(chunk_size, horizon) * 21,
+        "chosen arms and curves on the host": lanes * (4 * horizon + 16 * len(recorded_rounds(horizon, max_points))),
+    }, f"simulating policy '{policy.name}' on environment '{env.name}' ({lanes} seed(s) and grid points × {horizon} "
+       "rounds)", "simulate")
 
     t0 = time.perf_counter()
     env_states = programs.reset(keys.env_reset)

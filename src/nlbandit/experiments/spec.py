@@ -23,7 +23,7 @@ from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.data.cache import DataError
 from nlbandit.experiments.claims import KINDS, cases_read, phased_runs, validate_claim
 from nlbandit.loops import LOOPS
-from nlbandit.loops.base import check_memory
+from nlbandit.core.memory import check_memory
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.policies.neural_memory import neural_memory
 from nlbandit.provenance import code_hash
@@ -455,7 +455,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     Raises:
       ConfigError: naming the field and what is allowed, before anything is computed; also when the path
         is not a regular UTF-8 TOML file, and when a batch of runs would need more memory than the machine
-        has (:func:`~nlbandit.loops.base.physical_memory`) or sizes beyond the engine's integer ranges.
+        has (:func:`~nlbandit.core.memory.physical_memory`) or sizes beyond the engine's integer ranges.
       FileNotFoundError: when the file does not exist.
     """
     path = Path(path)

@@ -13,7 +13,8 @@ from nlbandit.core.simulate import SimProgress, simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.data.sources import SOURCES
 from nlbandit.envs.registry import env_entry, instance_floats, make_env, resolve_env
-from nlbandit.loops.base import Computed, Loop, check_memory, pick, traced_params
+from nlbandit.core.memory import check_memory
+from nlbandit.loops.base import Computed, Loop, pick, traced_params
 from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
 
 MAX_ARMS = 2**31 - 1

@@ -12,7 +12,6 @@ loop. A new loop is one module defining a :class:`Loop` subclass and one line in
 from __future__ import annotations
 
 import hashlib
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -21,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit import __version__
-from nlbandit.core.hyper import ConfigError
 
 if TYPE_CHECKING:  # type names only: experiments/ imports this package, not the other way round
     from nlbandit.experiments.spec import Experiment, RunConfig
@@ -72,7 +70,7 @@ class Loop(ABC):
     def case_env(self, env: dict[str, Any], horizon: int, n_seeds: int, record_points: int,
                  where: str) -> dict[str, Any]:
         """One environment case of the file, validated as far as it can be before the series are known
-        (with :func:`check_memory` when its arrays are known)."""
+        (with :func:`~nlbandit.core.memory.check_memory` when its arrays are known)."""
 
     @abstractmethod
     def resolve_series(self, policy: dict[str, Any], env: dict[str, Any], series_env: dict[str, Any],
@@ -188,17 +186,3 @@ def stored_row(exp: "Experiment", run: "RunConfig", rounds: np.ndarray, curves: 
     return dict(run_id=run.run_id, experiment=f"{exp.paper}/{exp.name}", label=run.label, config=run.identity(),
                 version=__version__, rounds=rounds, curves=curves, arms=arms, compile_s=compile_s, run_s=run_s,
                 chunk_size=chunk_size, chunk_seconds=chunk_seconds, batch_size=batch_size)
-
-
-def physical_memory() -> int:
-    """Bytes of physical memory of this machine (``os.sysconf``): the most an experiment's batch may need."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def check_memory(parts: dict[str, int], what: str, where: str) -> None:
-    """Refuse ``what`` when its arrays (``parts``: bytes by name) need more than :func:`physical_memory`."""
-    need, limit = sum(parts.values()), physical_memory()
-    if need > limit:
-        detail = ", ".join(f"{name} {need_b / 2**30:.3g} GiB" for name, need_b in parts.items() if need_b)
-        raise ConfigError(f"{where}: {what} needs about {need / 2**30:.3g} GiB of memory ({detail}), more than this "
-                          f"machine's {limit / 2**30:.3g} GiB of physical memory; lower the horizon, seeds, d or k")

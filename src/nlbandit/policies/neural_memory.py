@@ -28,7 +28,7 @@ and selecting adds a Cholesky factor, 8·p² bytes.
 
 The engine holds all seeds (and grid points) at once, so a run needs S times this; the experiment loader
 adds it to the loop's own arrays and refuses, naming the sizes, a run that exceeds the machine's memory
-(:func:`nlbandit.loops.base.check_memory`). The parts that live in the state are exactly the state's
+(:func:`nlbandit.core.memory.check_memory`). The parts that live in the state are exactly the state's
 arrays (tested against ``jax.eval_shape`` of the policy's ``init``).
 """
 
