@@ -34,9 +34,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.data import sources
 from nlbandit.data.encode import bandit_table, disjoint
+from nlbandit.envs.entry import EnvEntry, check_derived, data_version
 
 NUMERICS = 1
 """Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
@@ -109,3 +111,52 @@ def from_dataset(dataset: str, encoding: str, pool: int, draw: str, downsample: 
     """:func:`classification` of a registered data set with the registry's resolved fields (``d``, ``k`` and
     ``data_sha256`` derived from the data by the registry; the data is read at this ``data_sha256``)."""
     return classification(*table(dataset, data_sha256, encoding, downsample), k, pool, draw)
+
+
+def _finalize(values, where):
+    """d, k, pool and the data checksum derived from the data set.
+
+    Raises:
+      DataError: the data set is not in the cache (with what to do), or its files are corrupted.
+      ConfigError: a given d, k, pool or checksum that does not fit the data set.
+    """
+    name = values["dataset"]
+    version = data_version(name, where)
+    numeric, codes, levels, labels = table(name, version, values["encoding"], values["downsample"])
+    n, k = labels.size, int(labels.max()) + 1
+    derived = {"d": (numeric.shape[1] + codes.shape[1]) * k, "k": k, "data_sha256": version}
+    check_derived(values, derived, name, where)
+    if values["pool"] is not None and values["pool"] > n:
+        raise ConfigError(f"{where}: field 'pool' = {values['pool']} is more than the {n} rows of data set {name!r}")
+    return {**values, **derived, "pool": values["pool"] or min(2500, n)}
+
+
+ENTRIES = (
+    EnvEntry(
+        "classification",
+        from_dataset,
+        (
+            Hyper("dataset", None, "the data set (`nlbandit data list`)", kind=str, static=True),
+            Hyper("encoding", "minmax", "features min–max scaled to [−1, 1], categorical levels random in [−1, 1] "
+                  "per run (Bae & Lee), or ordinal codes with L2-normalised rows (Sun, Wang & Xu)", kind=str,
+                  static=True, choices=("minmax", "ordinal-l2")),
+            Hyper("pool", None, "rows drawn without replacement per instance (omitted: min(2500, rows))",
+                  kind=int, static=True, low=1, optional=True),
+            Hyper("draw", "uniform", "each round a uniform draw from the pool, or the pool's rows in order",
+                  kind=str, static=True, choices=DRAWS),
+            Hyper("downsample", 2, "images: average over blocks of this many pixels a side (28 × 28 → 14 × 14 "
+                  "at 2; 1 keeps every pixel; minmax encoding only)", kind=int, static=True, low=1),
+            Hyper("d", None, "arm feature dimension d₀·K (derived from the data set)", kind=int, static=True,
+                  low=1, optional=True),
+            Hyper("k", None, "arms K, the number of classes (derived from the data set)", kind=int, static=True,
+                  low=2, optional=True),
+            Hyper("data_sha256", None, "the data files' checksum (derived: a run is recomputed when they change)",
+                  kind=str, static=True, optional=True),
+        ),
+        "a classification data set as a K-armed bandit: disjoint encoding, reward 1 for the true class (Bae & "
+        "Lee 2025 §7; Sun, Wang & Xu 2025 §7.3)",
+        _finalize,
+        lambda config: config["pool"] * (config["d"] // config["k"] + 1),  # the pool's rows and labels
+    ),
+)
+"""The classification bandit (:mod:`nlbandit.envs.registry` collects it)."""

@@ -20,7 +20,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
+from nlbandit.envs.entry import COMMON, VECTOR_DISTS, EnvEntry, arm_norm, check_finite_rewards, theta_norm
 from nlbandit.envs.synthetic import arm_observer, instance_reset
 from nlbandit.models.links import LINKS
 
@@ -64,3 +66,43 @@ def heteroscedastic(d: int, k: int, *, link: str = "identity", schedule: str = "
     reset = instance_reset(spec, arms, theta, theta_norm, None, None, None)
     facts = EnvFacts(link=link, fixed_arms=contexts == "fixed", noise_level=True, noise_bound=max(sigma_low, sigma_high))
     return Env("heteroscedastic", spec, reset, arm_observer(spec, arms, contexts, 1.0), pull, mean, facts)
+
+
+def _finalize(values, where):
+    """Rewards that stay finite (|φ(aᵀθ*)| ≤ ‖a‖‖θ*‖, noise ≤ σ_high) and σ_low ≤ σ_high."""
+    arm, theta = arm_norm(values), theta_norm(values)
+    check_finite_rewards(values, where, arm[1] * theta[1], arm, theta, ("sigma_high", values["sigma_high"]))
+    if values["sigma_low"] > values["sigma_high"]:
+        raise ConfigError(f"{where}: field 'sigma_low' = {values['sigma_low']:g} must be <= sigma_high = "
+                          f"{values['sigma_high']:g}")
+    return values
+
+
+ENTRIES = (
+    EnvEntry(
+        "heteroscedastic",
+        heteroscedastic,
+        (
+            COMMON[0], COMMON[1],
+            Hyper("link", "identity", "mean φ(aᵀθ*): identity or logistic", kind=str, static=True,
+                  choices=("identity", "logistic")),
+            Hyper("schedule", "constant", "noise level σ_t: constant σ_low, rare bursts of σ_high, decaying, "
+                  "or arm-dependent", kind=str, static=True, choices=SCHEDULES),
+            Hyper("sigma_low", 0.01, "noise level σ_low", static=True, low=0.0),
+            Hyper("sigma_high", 1.0, "noise level σ_high (the noise bound of the environment)", static=True,
+                  low=0.0),
+            Hyper("burst_prob", 0.1, "probability of a σ_high round (schedule = 'burst')", static=True,
+                  low=0.0, high=1.0),
+            Hyper("arms", "sphere", "arm feature distribution", kind=str, static=True, choices=VECTOR_DISTS),
+            Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=VECTOR_DISTS),
+            Hyper("contexts", "fresh", "a fresh arm set every round (spec 000 §6.5), or one pool", kind=str,
+                  static=True, choices=("fixed", "fresh")),
+            Hyper("theta_norm", None, "rescale θ* to this norm (omitted: keep the drawn norm)", static=True,
+                  low=0.0, low_open=True, optional=True),
+        ),
+        "heteroscedastic GLM bandit: φ(aᵀθ*) + σ_t·Rademacher, σ_t revealed after acting (Zhao et al. "
+        "2023 §6)",
+        _finalize,
+    ),
+)
+"""The heteroscedastic bandit (:mod:`nlbandit.envs.registry` collects it)."""

@@ -31,7 +31,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
+from nlbandit.envs.entry import COMMON, EnvEntry
 
 NUMERICS = 1
 """Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
@@ -106,3 +108,35 @@ def latent(d: int, k: int, latent: str = "h1", pool: int = 2500, vectors: str = 
         return Feedback((jax.random.uniform(key, (), jnp.float64) < p).astype(jnp.float64))
 
     return Env("latent", spec, reset, observe, pull, mean, EnvFacts(reward_range=(0.0, 1.0)))
+
+
+def _finalize(values, where):
+    """A pool of at least K vectors (rewards are 0 or 1: nothing to bound)."""
+    if values["pool"] < values["k"]:
+        raise ConfigError(f"{where}: field 'pool' must be >= k = {values['k']} (each round offers k distinct "
+                          f"vectors of the pool), got {values['pool']}")
+    return values
+
+
+ENTRIES = (
+    EnvEntry(
+        "latent",
+        latent,
+        (
+            COMMON[0], COMMON[1],
+            Hyper("latent", "h1", "latent function h of the mean sigmoid(h(x))", kind=str, static=True,
+                  choices=tuple(LATENTS)),
+            Hyper("pool", 2500, "N_vec, the number of distinct context vectors of an instance", kind=int,
+                  static=True, low=1),
+            Hyper("vectors", "box", "context vectors uniform on [−1, 1]^d or on the unit sphere", kind=str,
+                  static=True, choices=VECTORS),
+            Hyper("pool_draw", "round", "K distinct vectors per round, or without replacement across the run",
+                  kind=str, static=True, choices=POOL_DRAWS),
+        ),
+        "Bernoulli(sigmoid(h(x))) rewards, h one of Bae & Lee (2025)'s h1–h6, contexts from a pool of "
+        "N_vec vectors",
+        _finalize,
+        lambda config: config["pool"] * (config["d"] + 1) + config["d"] ** 2 + config["d"],  # pool, permutation, θ, Θ
+    ),
+)
+"""The latent-function bandit (:mod:`nlbandit.envs.registry` collects it)."""

@@ -23,11 +23,15 @@ the lower-bound instance of Theorem 5.1, spec 000 §4.3).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Stream, StreamData
+from nlbandit.envs.entry import EnvEntry
 from nlbandit.envs.synthetic import sample_vectors
 from nlbandit.models.links import LINKS, Link
 
@@ -114,3 +118,78 @@ def adversarial(d: int, horizon: int, *, features: str = "sphere", y_max: float 
         return StreamData(x, y, jnp.zeros(horizon), clipped)
 
     return Stream(name, d, horizon, LINKS["identity"], sample, False, a, 0.0)
+
+
+def _std(values: dict) -> float:
+    """The noise's standard deviation (``sigma``, or its square root when ``sigma_means = "variance"``)."""
+    return math.sqrt(values["sigma"]) if values["sigma_means"] == "variance" else values["sigma"]
+
+
+def _make_stochastic(horizon: int, link: str, sigma_means: str, **values) -> Stream:
+    """:func:`stochastic` of a resolved configuration (``sigma`` read as ``sigma_means`` says)."""
+    return stochastic(LINKS[link], horizon=horizon, name="stochastic",
+                      **{**values, "sigma": _std({"sigma": values["sigma"], "sigma_means": sigma_means})})
+
+
+def _make_adversarial(horizon: int, **values) -> Stream:
+    """:func:`adversarial` of a resolved configuration."""
+    return adversarial(horizon=horizon, name="adversarial", **values)
+
+
+def _finalize_stochastic(values, where):
+    """Bounded noise within its bound and, unclipped, labels within ±Y; noise clipping needs Y > AB."""
+    std = _std(values)
+    if values["noise"] == "bounded" and std > values["noise_bound"]:
+        raise ConfigError(f"{where}: field 'sigma' (std {std:g}) must be <= noise_bound = "
+                          f"{values['noise_bound']:g} for bounded noise")
+    reach = max(abs(float(LINKS[values["link"]].mean(s * values["a"] * values["b"]))) for s in (-1.0, 1.0))
+    unclipped = values["noise"] == "bounded" and values["clip"] == "none"
+    if unclipped and reach + values["noise_bound"] > values["y_max"]:
+        raise ConfigError(f"{where}: field 'y_max': bounded noise promises labels in [−Y, Y] = "
+                          f"[{-values['y_max']:g}, {values['y_max']:g}], but max|φ(xᵀμ*)| + R = "
+                          f"{reach:g} + {values['noise_bound']:g} exceeds Y; raise y_max, lower noise_bound, "
+                          "or clip the labels (clip = 'label')")
+    if values["clip"] == "noise" and values["y_max"] <= values["a"] * values["b"]:
+        raise ConfigError(f"{where}: field 'y_max' must exceed A·B = {values['a'] * values['b']:g} to "
+                          f"clip the noise to ±(Y − AB), got {values['y_max']:g}")
+    return values
+
+
+def _adversarial_horizon(values, horizon, where):
+    """The adversarial labels need a full-rank design: at least d rounds."""
+    if horizon < values["d"]:
+        raise ConfigError(f"{where}: the adversarial labels need a full-rank design, so horizon >= d = "
+                          f"{values['d']}, got horizon = {horizon}")
+
+
+_STREAM_COMMON = (
+    Hyper("d", None, "feature dimension d", kind=int, static=True, low=1),
+    Hyper("features", "sphere", "x_t uniform on the sphere of radius A, or round robin over A·e_i "
+          "(Theorem 5.1's instance)", kind=str, static=True, choices=FEATURES),
+    Hyper("y_max", 5.0, "label bound Y (clipping; the adversary's ±Y)", static=True, low=0.0, low_open=True),
+    Hyper("a", 1.0, "feature norm A", static=True, low=0.0, low_open=True),
+)
+
+STREAM_ENTRIES = (
+    EnvEntry(
+        "stochastic",
+        _make_stochastic,
+        _STREAM_COMMON + (
+            Hyper("link", "identity", "link φ of the label model", kind=str, static=True, choices=tuple(LINKS)),
+            Hyper("noise", "gaussian", "N(0, σ²) noise, or bounded ε = ±R w.p. σ²/(2R²) each (else 0)",
+                  kind=str, static=True, choices=NOISES),
+            Hyper("sigma", 1.0, "noise scale σ (its std, or its variance: see sigma_means)", static=True, low=0.0),
+            Hyper("sigma_means", "std", "whether 'sigma' is the standard deviation or the variance",
+                  kind=str, static=True, choices=("std", "variance")),
+            Hyper("noise_bound", 1.0, "bound R on |ε| of the bounded noise", static=True, low=0.0, low_open=True),
+            Hyper("clip", "none", "clip labels to [−Y, Y], or the noise to ±(Y − AB)", kind=str, static=True,
+                  choices=CLIPS),
+            Hyper("b", 1.0, "μ* ~ U[−B/√d, B/√d]^d, so ‖μ*‖ ≤ B", static=True, low=0.0),
+        ),
+        "labels φ(x_tᵀμ*) + ε_t (Zhao et al. 2023, §3.1, Conditions 3.2/3.3)",
+        _finalize_stochastic,
+    ),
+    EnvEntry("adversarial", _make_adversarial, _STREAM_COMMON,
+             "±Y labels of Bartlett et al. (2015), Zhao et al. 2023 eq. (3.4)", check_horizon=_adversarial_horizon),
+)
+"""The online-regression streams (:mod:`nlbandit.envs.registry` collects them)."""

@@ -20,13 +20,16 @@ One instance = θ* (for ``quadratic``, the matrix A) and (for a fixed arm set) a
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
+from nlbandit.envs.entry import COMMON, EnvEntry, arm_norm, check_finite_rewards, theta_norm
 
 NUMERICS = 1
 """Version of the numbers its environments compute: bump it when they change on purpose (tests/test_fingerprints.py
@@ -157,3 +160,58 @@ def quadratic(d: int, k: int, noise_std: float = 0.5, **instance) -> Env:
     """
     return _synthetic("quadratic", d, k, lambda a, ctx: 1e-2 * jnp.sum((ctx @ a) ** 2, axis=-1),
                       lambda key, mu: mu + noise_std * normal(key, ()), EnvFacts(), theta="matrix", **instance)
+
+
+def _check_given_arrays(values: dict, where: str) -> None:
+    """An explicit θ* of d entries, ``theta_var`` only with Gaussian θ*, an explicit arm set of K × d numbers on
+    fixed contexts (for the fields the environment has)."""
+    d, k = values["d"], values["k"]
+    if values.get("theta_star") is not None and len(values["theta_star"]) != d:
+        raise ConfigError(f"{where}: field 'theta_star' must have d = {d} entries, got {len(values['theta_star'])}")
+    if values.get("theta_var") is not None and values["theta"] != "gaussian":
+        raise ConfigError(f"{where}: field 'theta_var' needs theta = 'gaussian', got {values['theta']!r}")
+    if values.get("arm_set") is not None:
+        if values["contexts"] != "fixed":
+            raise ConfigError(f"{where}: field 'arm_set' needs contexts = 'fixed', got {values['contexts']!r}")
+        if len(values["arm_set"]) != k or len(values["arm_set"][0]) != d:
+            raise ConfigError(f"{where}: field 'arm_set' must be K = {k} rows of d = {d} numbers, got "
+                              f"{len(values['arm_set'])} rows of {len(values['arm_set'][0])}")
+
+
+def _finalize(signal):
+    """The ``finalize`` hook of a synthetic bandit whose |mean| is at most ``signal(‖x‖ bound, ‖θ*‖ bound)``:
+    rewards that stay finite (:func:`~nlbandit.envs.entry.check_finite_rewards`) and consistent explicit
+    arrays (:func:`_check_given_arrays`)."""
+
+    def finalize(values, where):
+        arm, theta = arm_norm(values), theta_norm(values)
+        check_finite_rewards(values, where, signal(arm[1], theta[1]), arm, theta,
+                             ("noise_std", 10 * values["noise_std"]))
+        _check_given_arrays(values, where)
+        return values
+
+    return finalize
+
+
+def _quadratic_finalize(values, where):
+    """:func:`_finalize` of the quadratic bandit, |mean| ≤ 10⁻²‖A‖²_F‖x‖² with ‖A‖²_F below d² + 100d
+    (‖A‖²_F ~ χ²(d²) exceeds it with negligible probability)."""
+    arm, a_norm = arm_norm(values), ("d", math.sqrt(1e-2 * (values["d"] ** 2 + 100 * values["d"])))
+    check_finite_rewards(values, where, (arm[1] * a_norm[1]) ** 2, arm, a_norm, ("noise_std", 10 * values["noise_std"]))
+    _check_given_arrays(values, where)
+    return values
+
+ENTRIES = (
+    EnvEntry("linear", linear, COMMON, "linear rewards xᵀθ* + N(0, σ²)", _finalize(lambda x, th: x * th)),
+    EnvEntry("logistic", logistic,
+             COMMON + (Hyper("reward", "bernoulli", "Bernoulli(sigmoid) rewards, or sigmoid mean + N(0, σ²)",
+                             kind=str, static=True, choices=("bernoulli", "gaussian")),),
+             "logistic mean sigmoid(xᵀθ*), Bernoulli or Gaussian-noise rewards", _finalize(lambda x, th: x * th)),
+    EnvEntry("distance", distance, COMMON, "nonlinear rewards −‖x − θ*‖ + N(0, σ²) (Sun et al. 2025)",
+             _finalize(lambda x, th: x + th)),
+    EnvEntry("quadratic", quadratic,
+             tuple(h for h in COMMON if h.name in ("d", "k", "noise_std", "arms", "contexts", "arm_set", "avail_prob")),
+             "nonlinear rewards 10⁻²·xᵀAAᵀx + N(0, σ²), A ~ N(0, 1)^{d×d} (Sun et al. 2025)", _quadratic_finalize,
+             lambda config: config["d"] * config["k"] + config["d"] ** 2),
+)
+"""The synthetic bandits (:mod:`nlbandit.envs.registry` collects them)."""

@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.hyper import ConfigError
+from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.data import sources
 from nlbandit.data.encode import minmax
+from nlbandit.envs.entry import EnvEntry, check_derived, data_version
 from nlbandit.envs.latent import distinct_indices
 
 NUMERICS = 1
@@ -123,3 +124,50 @@ def from_dataset(dataset: str, k: int, target: int | None, p_hit: float, p_miss:
     ``data_sha256`` derived by the registry)."""
     x, divisor, labels, classes = table(dataset, data_sha256)
     return target_class(x, labels, classes, k, target, p_hit, p_miss, divisor)
+
+
+def _finalize(values, where):
+    """d and the data checksum derived from the data set; a target class, K and a feature count it has."""
+    name = values["dataset"]
+    version = data_version(name, where)
+    try:
+        x, _, labels, classes = table(name, version)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field 'dataset': {e}") from None
+    derived = {"d": x.shape[1], "data_sha256": version}
+    check_derived(values, derived, name, where)
+    if values["target"] is not None and values["target"] >= classes:
+        raise ConfigError(f"{where}: field 'target' = {values['target']} is not a class index of data set {name!r} "
+                          f"(0..{classes - 1})")
+    if values["k"] > labels.size:
+        raise ConfigError(f"{where}: field 'k' = {values['k']} is more than the {labels.size} rows of data set {name!r}")
+    if x.shape[1] > MAX_FEATURES:
+        raise ConfigError(f"{where}: data set {name!r} has {x.shape[1]} features; the target-class bandit takes at "
+                          f"most {MAX_FEATURES}")
+    return {**values, **derived}
+
+
+ENTRIES = (
+    EnvEntry(
+        "target-class",
+        from_dataset,
+        (
+            Hyper("dataset", None, "the data set (`nlbandit data list`)", kind=str, static=True),
+            Hyper("k", 10, "K, examples offered per round (distinct within the round)", kind=int, static=True,
+                  low=1),
+            Hyper("target", None, "the target class's index (omitted: drawn uniformly per instance)", kind=int,
+                  static=True, low=0, optional=True),
+            Hyper("p_hit", 0.75, "mean reward of a target-class example", static=True, low=0.0, high=1.0),
+            Hyper("p_miss", 0.25, "mean reward of any other example", static=True, low=0.0, high=1.0),
+            Hyper("d", None, "feature dimension (derived from the data set)", kind=int, static=True, low=1,
+                  optional=True),
+            Hyper("data_sha256", None, "the data files' checksum (derived: a run is recomputed when they change)",
+                  kind=str, static=True, optional=True),
+        ),
+        "K random examples of a data set per round, Bernoulli(0.75) for the target class, 0.25 otherwise "
+        "(Kveton et al. 2020 §5.2)",
+        _finalize,
+        lambda config: 4,  # the target and a key; the data set is shared by every instance
+    ),
+)
+"""The target-class bandit (:mod:`nlbandit.envs.registry` collects it)."""
