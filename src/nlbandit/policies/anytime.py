@@ -182,4 +182,5 @@ def anytime_entry(base: PolicyEntry) -> PolicyEntry:
 
     return PolicyEntry(base.name + SUFFIX, make, base.hypers + _HYPERS,
                        f"{base.doc}, anytime (doubling trick, full restarts; schedule sun2025 overrides m and "
-                       "σ_R)", finalize, base.check, base.adapt, base.boundary, base.modules())
+                       "σ_R)", finalize, base.check, base.adapt, base.boundary, base.modules(),
+                       lambda spec: {**(base.test_hypers(spec) if base.test_hypers else {}), "t0": 10})

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.params import params_record
-from nlbandit.core.types import Env, Policy
+from nlbandit.core.types import Env, Policy, ProblemSpec
 
 
 def _same(values: dict[str, Any]) -> dict[str, Any]:
@@ -37,6 +37,9 @@ class PolicyEntry:
       adapt: ``adapt(config, env) -> config`` fills values that follow the environment (``link = "env"``).
       boundary: hyperparameters read only at the boundary (neither passed to ``make`` nor traced).
       wraps: modules beyond ``make``'s own that compute the policy (for :mod:`nlbandit.provenance`).
+      test_hypers: ``test_hypers(spec) -> {hyperparameter: value}``, the small, fast configuration that
+        :func:`nlbandit.testing.check_policy` runs on the sizes ``spec`` (e.g. a warm-up that fits its short
+        horizon), or None for the defaults.
     """
 
     name: str
@@ -48,6 +51,7 @@ class PolicyEntry:
     adapt: Callable[[dict[str, Any], Env], dict[str, Any]] | None = None
     boundary: tuple[str, ...] = ()
     wraps: tuple[str, ...] = ()
+    test_hypers: Callable[[ProblemSpec], dict[str, Any]] | None = None
 
     def modules(self) -> tuple[str, ...]:
         """The modules that define the policy's computation (for :mod:`nlbandit.provenance`)."""

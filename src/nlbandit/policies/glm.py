@@ -418,7 +418,7 @@ def _check_glm(config: dict[str, Any], env: Env, horizon: int, where: str) -> No
 def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, **defaults: Any) -> PolicyEntry:
     extra = {} if finalize is None else {"finalize": finalize}
     return PolicyEntry(name, make, own + _glm_hypers(**defaults), doc, check=_check_glm, adapt=link_from_env,
-                       **extra)
+                       test_hypers=lambda spec: {"warmup_rounds": 2 * spec.d}, **extra)
 
 
 _WIDTH = Hyper("width", "constant", "confidence width: the constant alpha, or the theory value", kind=str,

@@ -358,6 +358,13 @@ def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) ->
                           "network")
 
 
+CONTRACT_NETWORK = {"duplicate": True, "width": 6, "steps": 5, "lr": 1e-6}
+"""The small, quickly trained network of the contract's checks (:func:`nlbandit.testing.check_policy`). Gradient
+descent at a fixed step diverges on features scaled by 1e3 (the loss's curvature grows like ‖x‖^(2L)): a property
+of the method, which the engine refuses by name (tests/test_neural.py); a step of 1e-6 is stable at both of the
+contract's feature scales."""
+
+
 def fill_duplicate(config: dict[str, Any], env: Env) -> dict[str, Any]:
     """An omitted ``duplicate`` filled for the environment's input dimension (:func:`needs_duplicate`)."""
     if config["duplicate"] is not None:
@@ -367,7 +374,8 @@ def fill_duplicate(config: dict[str, Any], env: Env) -> dict[str, Any]:
 
 def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None) -> PolicyEntry:
     extra = {} if finalize is None else {"finalize": finalize}
-    return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, adapt=fill_duplicate, **extra)
+    return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, adapt=fill_duplicate,
+                       test_hypers=lambda spec: {"warmup_rounds": 2 * spec.d, **CONTRACT_NETWORK}, **extra)
 
 
 ENTRIES = (

@@ -52,7 +52,7 @@ from nlbandit.models.mlp_train import Training, train
 from nlbandit.models.ridge import cholesky_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
-from nlbandit.policies.neural import F32, NEURAL_HYPERS, NeuralSetup, neural_setup
+from nlbandit.policies.neural import CONTRACT_NETWORK, F32, NEURAL_HYPERS, NeuralSetup, neural_setup
 
 NUMERICS = 1
 """Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
@@ -372,7 +372,8 @@ def _entry(rule: Rule, doc: str) -> PolicyEntry:
     def make(spec, mode="experiment", **options):
         return _neurallog(rule, spec, **options) if mode == "experiment" else _theory(rule, spec, **options)
 
-    return PolicyEntry(rule.name, make, _OWN + _SHARED, doc, check=_check, finalize=_finalize)
+    return PolicyEntry(rule.name, make, _OWN + _SHARED, doc, check=_check, finalize=_finalize,
+                       test_hypers=lambda spec: CONTRACT_NETWORK)
 
 
 ENTRIES = (

@@ -47,9 +47,10 @@ def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
     return lookup(POLICIES, name, where)
 
 
-def resolve_policy(config: dict[str, Any], where: str = "policy") -> dict[str, Any]:
-    """Validate ``{"name": ..., **hyperparameters}``; return it with defaults filled in."""
-    entry = policy_entry(config.get("name"), where)
+def resolve_policy(config: dict[str, Any], where: str = "policy", entry: PolicyEntry | None = None) -> dict[str, Any]:
+    """Validate ``{"name": ..., **hyperparameters}``; return it with defaults filled in (``entry``: an entry
+    that is not registered, e.g. one :func:`nlbandit.testing.check_policy` checks)."""
+    entry = policy_entry(config.get("name"), where) if entry is None else entry
     values = resolve_named(entry, config, where)
     try:
         values = entry.finalize(values)
@@ -63,11 +64,16 @@ def split_policy_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[st
     return policy_entry(config["name"]).split(config)
 
 
-def build_policy(config: dict[str, Any], spec: ProblemSpec) -> tuple[Policy, Any]:
+def build_policy(config: dict[str, Any], spec: ProblemSpec, entry: PolicyEntry | None = None) -> tuple[Policy, Any]:
     """The policy of a resolved config (``link = "env"`` already adapted), with its ``params`` (its
-    :attr:`~nlbandit.policies.entry.PolicyEntry.params_type` record of float64 scalars)."""
-    static, traced = split_policy_config(config)
-    policy = _make(config["name"], spec, tuple(sorted(static.items())))
+    :attr:`~nlbandit.policies.entry.PolicyEntry.params_type` record of float64 scalars); ``entry``: an entry
+    that is not registered (built anew, not cached)."""
+    if entry is None:
+        static, traced = split_policy_config(config)
+        policy = _make(config["name"], spec, tuple(sorted(static.items())))
+    else:
+        static, traced = entry.split(config)
+        policy = entry.make(spec, **static)._replace(spec=spec, params_type=entry.params_type)
     return policy, policy.params_type(**{k: jnp.asarray(v, jnp.float64) for k, v in traced.items()})
 
 
@@ -80,12 +86,12 @@ def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> 
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy", *,
-                     facts: bool = True) -> dict[str, Any]:
+                     facts: bool = True, given: PolicyEntry | None = None) -> dict[str, Any]:
     """Fill the values of a resolved policy config that follow the environment (``adapt``), check it
     against the environment and the horizon (the family's own check, then, unless ``facts`` is false, the
     generic :func:`~nlbandit.core.compat.check_compatible` of the built policy against the environment's
-    facts), and return it."""
-    entry = policy_entry(config["name"], where)
+    facts; ``given``: an entry that is not registered), and return it."""
+    entry = policy_entry(config["name"], where) if given is None else given
     if entry.adapt is not None:
         try:
             config = entry.adapt(config, env)
@@ -95,7 +101,7 @@ def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str 
         entry.check(config, env, horizon, where)
     if facts:
         spec = ProblemSpec(env.spec.d, env.spec.k, horizon)
-        check_compatible(build_policy(config, spec)[0], env, spec, horizon, where)
+        check_compatible(build_policy(config, spec, given)[0], env, spec, horizon, where)
     return config
 
 
