@@ -123,7 +123,7 @@ def test_bad_tuning_tables_are_refused(tmp_path, edit, message):
         load_experiment(_write(tmp_path, edit(TOY.format(tune_extra=""))))
 
 
-def test_tuning_is_refused_outside_the_bandit_loop(tmp_path):
+def test_tuning_and_diagnostics_are_refused_where_the_loop_has_none(tmp_path):
     text = """
 horizon = 50
 seeds = 2
@@ -137,8 +137,12 @@ d = 3
 label = "ftrl"
 name = "ftrl"
 """
-    with pytest.raises(ConfigError, match="loop = 'bandit' only"):
+    with pytest.raises(ConfigError, match="loop = 'regression' has no tuning \\(loops with one: 'bandit'\\)"):
         load_experiment(_write(tmp_path, text))
+    diagnosed = text.replace("[tune]\nseeds = 1\n", "diagnostics = [\"effective-dimension\"]\n") + 'regret = "adversarial"\n'
+    with pytest.raises(ConfigError, match="diagnostic 'effective-dimension' is not one that loop = 'regression' "
+                                          "reports"):
+        load_experiment(_write(tmp_path, diagnosed))
 
 
 def test_a_diverging_point_is_never_chosen(tmp_path):

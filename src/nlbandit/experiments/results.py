@@ -24,7 +24,7 @@ import numpy as np
 from nlbandit.core.hyper import ConfigError
 from nlbandit.data.cache import DataError
 from nlbandit.experiments.spec import RunConfig, run_code
-from nlbandit.loops import LOOPS
+from nlbandit.loops import DEFAULT_LOOP, LOOPS
 from nlbandit.store import Store
 
 
@@ -32,7 +32,7 @@ def current_code(identity: dict[str, Any]) -> str | None:
     """The hash that a run with this stored identity would have under the current code (None when its
     policy or environment is no longer registered, or the identity predates code hashes)."""
     try:
-        return run_code(identity["policy"]["name"], identity["env"]["name"], identity.get("loop", "bandit"))
+        return run_code(identity["policy"]["name"], identity["env"]["name"], identity.get("loop", DEFAULT_LOOP))
     except (ConfigError, KeyError, TypeError):
         return None
 

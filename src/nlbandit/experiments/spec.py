@@ -22,7 +22,7 @@ from typing import Any
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.data.cache import DataError
 from nlbandit.experiments.claims import KINDS, cases_read, phased_runs, validate_claim
-from nlbandit.loops import LOOPS
+from nlbandit.loops import DEFAULT_LOOP, LOOPS
 from nlbandit.core.memory import check_memory
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.policies.neural_memory import neural_memory
@@ -48,7 +48,7 @@ _TOP = (
           optional=True),
     Hyper("ci", None, "level of the report's intervals of the mean, Student t with S − 1 degrees of freedom "
           "(omitted: 95% normal intervals)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
-    Hyper("loop", "bandit", "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
+    Hyper("loop", DEFAULT_LOOP, "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
@@ -90,7 +90,7 @@ _CLAIM_KEYS = (
 )
 
 
-def run_code(policy: str, env: str, loop: str = "bandit") -> str:
+def run_code(policy: str, env: str, loop: str = DEFAULT_LOOP) -> str:
     """:func:`~nlbandit.provenance.code_hash` of the modules that compute a run of registered ``policy``
     (or learner) on ``env`` (or stream) in ``loop``: the loop's engine, the policy's and the environment's
     constructors with everything they import (:meth:`~nlbandit.loops.base.Loop.code_modules`), and the
@@ -120,7 +120,7 @@ class RunConfig:
     horizon: int
     n_seeds: int
     record_points: int
-    loop: str = "bandit"
+    loop: str = DEFAULT_LOOP
     seed_offset: int = 0
 
     @property
@@ -146,13 +146,13 @@ class RunConfig:
         }
         if self.seed_offset:
             ident["seed_offset"] = self.seed_offset
-        return ident if self.loop == "bandit" else {**ident, "loop": self.loop}
+        return ident if self.loop == DEFAULT_LOOP else {**ident, "loop": self.loop}
 
     @classmethod
     def from_identity(cls, identity: dict[str, Any], label: str = "") -> "RunConfig":
         """The run a stored :meth:`identity` describes, under the current code (its ``code`` is recomputed)."""
         return cls(label, (), identity["env"], identity["policy"], identity["horizon"], identity["n_seeds"],
-                   identity["record_points"], identity.get("loop", "bandit"), identity.get("seed_offset", 0))
+                   identity["record_points"], identity.get("loop", DEFAULT_LOOP), identity.get("seed_offset", 0))
 
     @property
     def run_id(self) -> str:
@@ -220,7 +220,7 @@ class Experiment:
     labels: list[str] = field(default_factory=list)
     env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     plots: tuple[str, ...] = ()
-    loop: str = "bandit"
+    loop: str = DEFAULT_LOOP
     curves: bool = True
     checkpoints: tuple[int, ...] = ()
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
@@ -249,9 +249,12 @@ def _diagnostics(value: Any, loop: str, envs: list[dict[str, Any]], where: str) 
     if not isinstance(value, list) or any(v not in DIAGNOSTICS for v in value) or len(set(value)) < len(value):
         raise ConfigError(f"{where}: field 'diagnostics' must be a list of distinct names from "
                           f"{', '.join(repr(p) for p in DIAGNOSTICS)}, got {value!r}")
-    if "effective-dimension" in value and (loop != "bandit" or any(env["d"] % 2 for env in envs)):
-        raise ConfigError(f"{where}: diagnostic 'effective-dimension' needs loop = 'bandit' and an even d in every "
-                          "case (its features are gradients at the block-symmetric θ₀)")
+    other = [v for v in value if v not in LOOPS[loop].diagnostics]
+    if other:
+        raise ConfigError(f"{where}: diagnostic {other[0]!r} is not one that loop = {loop!r} reports")
+    if "effective-dimension" in value and any(env["d"] % 2 for env in envs):
+        raise ConfigError(f"{where}: diagnostic 'effective-dimension' needs an even d in every case (its features "
+                          "are gradients at the block-symmetric θ₀)")
     return tuple(value)
 
 
@@ -355,8 +358,9 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
         if any(sc.get("tune_seeds") is not None for sc in scales.values()):
             raise ConfigError(f"{where}: field 'scales.*.tune_seeds' needs a [tune] table")
         return None
-    if top["loop"] != "bandit":
-        raise ConfigError(f"{where}: field 'tune': tuning is implemented for loop = 'bandit' only")
+    if not LOOPS[top["loop"]].tunable:
+        raise ConfigError(f"{where}: field 'tune': loop = {top['loop']!r} has no tuning (loops with one: "
+                          f"{', '.join(repr(n) for n, loop in LOOPS.items() if loop.tunable)})")
     table = dict(_table(raw["tune"], f"{where}: field 'tune'"))
     grid = _tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
     tune = resolve(_TUNE_KEYS, table, f"{where}: tune")

@@ -8,3 +8,5 @@ from nlbandit.loops.replay import ReplayLoop
 
 LOOPS: dict[str, Loop] = {loop.name: loop for loop in (BanditLoop(), RegressionLoop(), ReplayLoop())}
 """Every loop, by the name an experiment file's ``loop`` field gives."""
+DEFAULT_LOOP = BanditLoop.name
+"""The loop of an experiment file without a ``loop`` field (a run's identity names any other)."""

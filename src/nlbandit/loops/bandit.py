@@ -29,6 +29,8 @@ class BanditLoop(Loop):
 
     name = "bandit"
     metrics = ("regret", "reward")
+    tunable = True
+    diagnostics = ("effective-dimension",)
 
     def fixed_env_fields(self, env, where):
         """The name and the environment's list-valued hyperparameters (e.g. ``arm_set``)."""

@@ -56,11 +56,16 @@ class Loop(ABC):
       metrics: the cumulative curves each run stores, by name; the first is the regret that tables,
         plots and claims read.
       series_env: whether a ``[[policies]]`` table may carry its own environment fields (``env = {...}``).
+      tunable: whether an experiment file of this loop may have a ``[tune]`` table (its resolution of tuning
+        candidates and its objectives' curves are the bandit loop's).
+      diagnostics: the report diagnostics its experiment files may ask for (``diagnostics = [...]``).
     """
 
     name: str
     metrics: tuple[str, ...]
     series_env: bool = False
+    tunable: bool = False
+    diagnostics: tuple[str, ...] = ()
 
     @abstractmethod
     def fixed_env_fields(self, env: dict[str, Any], where: str) -> tuple[str, ...]:

@@ -393,10 +393,10 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
     from nlbandit.policies.neural_memory import neural_memory
     from nlbandit.policies.registry import build_policy
 
-    mine = [r for r in rows if "dataset" in r.run.env or exp.loop == "replay"]
+    loop = LOOPS[exp.loop]
+    mine = [r for r in rows if loop.data_sources(r.run.env)]
     if not mine:
         return []
-    loop = LOOPS[exp.loop]
     lines = ["", "## Memory per seed", "",
              "The dominant arrays of one seed (nlbandit.loops, nlbandit.policies.neural_memory); transient parts "
              "included, data shared by every seed (the data set itself) not.", "",
