@@ -139,7 +139,8 @@ name = "ftrl"
 """
     with pytest.raises(ConfigError, match="loop = 'regression' has no tuning \\(loops with one: 'bandit'\\)"):
         load_experiment(_write(tmp_path, text))
-    diagnosed = text.replace("[tune]\nseeds = 1\n", "diagnostics = [\"effective-dimension\"]\n") + 'regret = "adversarial"\n'
+    diagnosed = (text.replace("[tune]\nseeds = 1\n", "diagnostics = [\"effective-dimension\"]\n")
+                 + 'regret = "adversarial"\n')
     with pytest.raises(ConfigError, match="diagnostic 'effective-dimension' is not one that loop = 'regression' "
                                           "reports"):
         load_experiment(_write(tmp_path, diagnosed))
