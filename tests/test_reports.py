@@ -38,7 +38,8 @@ def _current_codes(report: Path) -> set[str]:
     table = tomllib.loads((ROOT / shlex.split(command)[0]).read_text(encoding="utf-8"))
     loop = table.get("loop", DEFAULT_LOOP)
     envs = table["env"] if isinstance(table["env"], list) else [table["env"]]
-    names = {e["name"] for e in envs} | {p["env"]["name"] for p in table["policies"] if "name" in p.get("env", {})}
+    names = {e["name"] for e in envs if "name" in e} | {p["env"]["name"] for p in table["policies"]
+                                                      if "name" in p.get("env", {})}
     return {run_code(p["name"], e, loop) for p in table["policies"] for e in names}
 
 
