@@ -32,8 +32,8 @@ from nlbandit.core.simulate import recorded_rounds
 from nlbandit.core.types import Learner, Stream
 
 NUMERICS = 1
-"""Version of the numbers the online-regression engine compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers the online-regression engine computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 METRICS = ("stochastic", "pseudo", "adversarial")

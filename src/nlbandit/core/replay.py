@@ -38,8 +38,8 @@ from nlbandit.core.params import as_params
 from nlbandit.core.types import Feedback, Policy, to_dtype
 
 NUMERICS = 1
-"""Version of the numbers the replay engine compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers the replay engine computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 class Logged(NamedTuple):

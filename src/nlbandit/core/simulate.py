@@ -29,8 +29,8 @@ from nlbandit.core.round import observe, play, start
 from nlbandit.core.types import Env, Policy, to_dtype
 
 NUMERICS = 1
-"""Version of the numbers the bandit engine compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers the bandit engine computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 def recorded_rounds(horizon: int, max_points: int) -> np.ndarray:

@@ -27,8 +27,8 @@ from nlbandit.envs.synthetic import arm_observer, instance_reset
 from nlbandit.models.links import LINKS
 
 NUMERICS = 1
-"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its environment computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 SCHEDULES = ("constant", "burst", "decaying", "arm")

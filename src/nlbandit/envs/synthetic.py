@@ -32,8 +32,8 @@ from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.entry import COMMON, EnvEntry, arm_norm, check_finite_rewards, theta_norm
 
 NUMERICS = 1
-"""Version of the numbers its environments compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its environments compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 class Instance(NamedTuple):

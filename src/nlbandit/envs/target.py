@@ -32,8 +32,8 @@ from nlbandit.envs.entry import EnvEntry, check_derived, data_version
 from nlbandit.envs.latent import distinct_indices
 
 NUMERICS = 1
-"""Version of the numbers its environment compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its environment computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 MAX_FEATURES = 4096

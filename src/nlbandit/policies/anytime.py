@@ -42,8 +42,8 @@ from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import doubling_schedule, epoch_models, epoch_sigma_r
 
 NUMERICS = 1
-"""Version of the numbers the doubling-trick wrapper compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers the doubling-trick wrapper computes: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 SCHEDULES = ("none", "sun2025")

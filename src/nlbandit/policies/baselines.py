@@ -11,8 +11,8 @@ from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose, epsilon_greedy, uniform_arm
 
 NUMERICS = 1
-"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its policies compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 LAM = Hyper("lam", 1.0, "ridge regularisation λ (V = λI + Σ xxᵀ)", low=0.0, low_open=True)

@@ -42,8 +42,8 @@ from nlbandit.policies.exploration import act_info, choose
 from nlbandit.theory import ftrl_lambda, link_curvature
 
 NUMERICS = 1
-"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its policies compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 def n_layers(noise_bound: float, sigma_bar: float) -> int:

@@ -17,8 +17,8 @@ from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import ftrl_lambda
 
 NUMERICS = 1
-"""Version of the numbers its learners compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its learners compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 def ftrl_learner(stream: Stream, solver: str = "auto") -> Learner:

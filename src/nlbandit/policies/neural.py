@@ -43,8 +43,8 @@ from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import Warmup, empty_warmup, plan_warmup, warmup_arm
 
 NUMERICS = 1
-"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its policies compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 F32 = "float32"

@@ -55,8 +55,8 @@ from nlbandit.policies.exploration import act_info, choose
 from nlbandit.policies.neural import CONTRACT_NETWORK, F32, NEURAL_HYPERS, NeuralSetup, neural_setup
 
 NUMERICS = 1
-"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its policies compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 
 R = 0.25

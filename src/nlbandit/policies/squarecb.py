@@ -37,8 +37,8 @@ from nlbandit.policies.exploration import act_info
 from nlbandit.policies.warmup import warmup_arm
 
 NUMERICS = 1
-"""Version of the numbers its policies compute: bump it when they change on purpose (tests/test_fingerprints.py
-and the contract test fail until it is); part of every stored run's key (:mod:`nlbandit.provenance`)."""
+"""Version of the numbers its policies compute: bump it when they change on purpose (their golden
+fingerprints fail until it is, tests/fingerprints.py); part of every stored run's key (:mod:`nlbandit.provenance`)."""
 
 HYPERS = (
     Hyper("gamma_scale", 10.0, "γ_t = gamma_scale · t^gamma_exponent, the learning rate of the inverse-gap "
