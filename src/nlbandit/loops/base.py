@@ -33,7 +33,7 @@ class Computed:
     Attributes:
       rounds: (P,) the recorded rounds.
       curves: per run of the batch, in order, its curves by metric (:attr:`Loop.metrics`), (S, P) each.
-      arms: per run, the chosen arm of every round (S, T) (S, 0) for a loop that stores none.
+      arms: per run, the chosen arm of every round, (S, T), or (S, 0) for a loop that stores none.
       compile_s, run_s, chunk_size, chunk_seconds: the batch's timing.
       note: what the log's closing line adds (e.g. runs that stopped short).
     """
