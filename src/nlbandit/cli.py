@@ -76,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                          "changed)",
                          description="List the stored runs with their code hash and whether it is the current "
                          "one; 'revalidate' recomputes the first and last seed of each stale run and adopts the run "
-                         "under the current code when they equal the stored ones bit for bit; 'prune' deletes the "
-                         "runs whose code hash is not current.")
+                         "under the current code when they compute the stored arms (bit for bit) and curves (to 1e-9); "
+                         "'prune' deletes the runs whose code hash is not current.")
     res.add_argument("action", nargs="?", choices=("list", "revalidate", "prune"), default="list")
     res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                      help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
