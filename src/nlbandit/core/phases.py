@@ -56,17 +56,20 @@ class PhaseTimer:
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
         self.samples: list[PhaseSample] = []
 
+        # The round's casts happen outside the timed act and update, once per round as in the engine, so the two
+        # phases time the policy alone (the cast of an already cast array is no operation).
         def observe(keys, env_state, t):
-            return one_round.observe(env, env_state, keys, t)
+            contexts, mask = one_round.observe(env, env_state, keys, t)
+            return to_dtype(contexts, policy.dtype), mask, contexts
 
         def pull(keys, env_state, t, contexts, arm):
-            return one_round.pull(env, env_state, keys, t, contexts, arm)
+            return to_dtype(one_round.pull(env, env_state, keys, t, contexts, arm), policy.dtype)
 
-        def act(params, keys, state, contexts, mask, t):
-            return one_round.act(policy, params, state, keys.policy_act, contexts, mask, t)[0]
+        def act(params, keys, state, seen, mask, t):
+            return one_round.act(policy, params, state, keys.policy_act, seen, mask, t)[0]
 
-        def update(params, keys, state, contexts, arm, feedback, t):
-            return one_round.update(policy, params, state, keys.policy_update, contexts, arm, feedback, t)
+        def update(params, keys, state, seen, arm, feedback, t):
+            return one_round.update(policy, params, state, keys.policy_update, seen, arm, feedback, t)
 
         self._observe = jax.jit(jax.vmap(observe, in_axes=(0, 0, None)))
         self._pull = jax.jit(jax.vmap(pull, in_axes=(0, 0, None, 0, 0)))
@@ -90,9 +93,9 @@ class PhaseTimer:
             return None
         states = jax.tree.unflatten(self.treedef, [jnp.asarray(a) for a in progress.policy_state])
         tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
-        contexts, mask = self._observe(self.keys, self.env_states, tt)
-        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, contexts, mask, tt)
+        seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
+        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, seen, mask, tt)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, contexts, arms, feedback, tt)
+        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, seen, arms, feedback, tt)
         self.samples.append(PhaseSample(t, select_s / self.n_seeds, update_s / self.n_seeds))
         return arms
