@@ -51,7 +51,7 @@ def test_draws_follow_the_weights_and_report_their_probability():
 
 
 @pytest.mark.parametrize("name, env_name", [("squarecb", "linear"), ("glm-squarecb", "logistic"),
-                                            ("neural-squarecb", "linear")])
+                                            pytest.param("neural-squarecb", "linear", marks=pytest.mark.slow)])
 def test_learns_far_better_than_uniform_play(name, env_name):
     """Mean final regret over 8 seeds (common random numbers) at most half of uniform play's, T = 400."""
     env = nb.make_env(env_name, d=4, k=8)
