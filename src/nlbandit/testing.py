@@ -98,7 +98,7 @@ class PolicyContract:
                                 entry.name, entry)
         probe, _ = build_policy({**config, "link": "identity"} if config.get("link") == "env" else config, spec, entry)
         self.base_env = _base_env(probe.requires)
-        self.config = check_policy_env(config, self.base_env, T, entry.name, given=entry)
+        self.config = check_policy_env(config, self.base_env, T, entry.name, entry=entry)
         self.policy, self.params = build_policy(self.config, spec, entry)
         self.env = masked(extreme(self.base_env))
 

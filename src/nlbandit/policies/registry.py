@@ -18,10 +18,10 @@ from typing import Any
 
 import jax.numpy as jnp
 
+import nlbandit.policies
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
-import nlbandit.policies
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
@@ -86,22 +86,22 @@ def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> 
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy", *,
-                     facts: bool = True, given: PolicyEntry | None = None) -> dict[str, Any]:
+                     facts: bool = True, entry: PolicyEntry | None = None) -> dict[str, Any]:
     """Fill the values of a resolved policy config that follow the environment (``adapt``), check it
     against the environment and the horizon (the family's own check, then, unless ``facts`` is false, the
     generic :func:`~nlbandit.core.compat.check_compatible` of the built policy against the environment's
-    facts; ``given``: an entry that is not registered), and return it."""
-    entry = policy_entry(config["name"], where) if given is None else given
-    if entry.adapt is not None:
+    facts; ``entry``: an entry that is not registered), and return it."""
+    found = policy_entry(config["name"], where) if entry is None else entry
+    if found.adapt is not None:
         try:
-            config = entry.adapt(config, env)
+            config = found.adapt(config, env)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
-    if entry.check is not None:
-        entry.check(config, env, horizon, where)
+    if found.check is not None:
+        found.check(config, env, horizon, where)
     if facts:
         spec = ProblemSpec(env.spec.d, env.spec.k, horizon)
-        check_compatible(build_policy(config, spec, given)[0], env, spec, horizon, where)
+        check_compatible(build_policy(config, spec, entry)[0], env, spec, horizon, where)
     return config
 
 
