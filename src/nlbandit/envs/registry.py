@@ -7,21 +7,18 @@ branch on an environment's name: what only one environment can judge is its entr
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Any
 
-import nlbandit.envs
 from nlbandit.core.hyper import lookup, resolve_named
 from nlbandit.core.types import Env, Stream
+from nlbandit.discovery import declaring_modules
 from nlbandit.envs.entry import EnvEntry
 
 
 def _entries(attribute: str) -> dict[str, EnvEntry]:
     """The entries every module of ``nlbandit.envs`` declares in ``attribute``, by name (modules in name order)."""
-    names = sorted(m.name for m in pkgutil.iter_modules(nlbandit.envs.__path__))
-    modules = [importlib.import_module(f"nlbandit.envs.{n}") for n in names if n != __name__.rsplit(".", 1)[1]]
-    return {e.name: e for m in modules for e in getattr(m, attribute, ())}
+    modules = declaring_modules("nlbandit.envs", attribute, skip=__name__)
+    return {e.name: e for m in modules for e in getattr(m, attribute)}
 
 
 ENVS: dict[str, EnvEntry] = _entries("ENTRIES")

@@ -11,29 +11,18 @@ writing a new family module, and nothing else. ``<name>@anytime`` wraps any of t
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
-from types import ModuleType
 from typing import Any
 
 import jax.numpy as jnp
 
-import nlbandit.policies
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
+from nlbandit.discovery import declaring_modules
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 
-
-def _families() -> tuple[ModuleType, ...]:
-    """The modules of ``nlbandit.policies`` that declare ``ENTRIES``, by module name."""
-    names = sorted(m.name for m in pkgutil.iter_modules(nlbandit.policies.__path__))
-    modules = [importlib.import_module(f"nlbandit.policies.{n}") for n in names if n != __name__.rsplit(".", 1)[1]]
-    return tuple(m for m in modules if hasattr(m, "ENTRIES"))
-
-
-FAMILIES = _families()
+FAMILIES = declaring_modules("nlbandit.policies", "ENTRIES", skip=__name__)
 """The family modules whose ``ENTRIES`` make up the registry, by module name."""
 
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
