@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.experiments.tuning import tune_experiment
 from nlbandit.store import Store
 

@@ -13,7 +13,7 @@ import pytest
 import nlbandit as nb
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 
 GOOD = """
 horizon = 100

@@ -10,7 +10,7 @@ from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, _median_rank, evaluate_claim,
                                          t_quantile_975, traced_text)
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.report.build import claim_verdict
 
 ROUNDS = np.array([50, 100])

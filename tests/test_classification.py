@@ -14,7 +14,7 @@ from nlbandit.data import sources
 from nlbandit.data.cache import DataError
 from nlbandit.data.sources import FileSource, Reader
 from nlbandit.envs.registry import make_env, resolve_env
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.policies.registry import make_policy
 
 RNG = np.random.default_rng(0)

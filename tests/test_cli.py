@@ -11,7 +11,7 @@ import pytest
 
 from nlbandit.cli import main
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.provenance import package_hash
 from nlbandit.store import Store
 
@@ -93,7 +93,7 @@ def test_run_report_check(tiny, tmp_path, capsys):
 KILLER = """
 import os, signal, sys
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.store import Store
 
 exp = load_experiment(sys.argv[1], "quick")

@@ -145,7 +145,7 @@ nu = 0.0
 
 
 def test_report_diagnostic_is_the_realised_effective_dimension_of_each_case_and_seed(tmp_path):
-    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.experiments.plan import load_experiment
     from nlbandit.models.mlp import MLP
     from nlbandit.models.ntk import realized_effective_dimension
     from nlbandit.policies.neurallog import lambda0

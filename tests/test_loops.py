@@ -9,7 +9,7 @@ import pytest
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, Loop, traced_params
 from nlbandit.report.build import load_rows, write_report

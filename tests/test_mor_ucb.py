@@ -169,7 +169,7 @@ def test_bad_input(kwargs, env_kwargs, expected):
 def test_named_env_cases_and_links_from_the_environment(tmp_path):
     """``[[env]]`` lists named cases (each may hold grids); ``link = "env"`` takes each case's link, and
     MOR-UCB's λ follows it (4K²/κ: 4 for the identity link, 1.2715 for the logistic)."""
-    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.experiments.plan import load_experiment
 
     exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
     assert {dict(r.case)["case"] for r in exp.runs} == {"low", "mixed", "high", "decaying", "arm"}
@@ -206,7 +206,7 @@ def test_named_env_cases_and_links_from_the_environment(tmp_path):
 def test_series_restricted_to_cases(tmp_path):
     """``only = {key = value}`` runs a series on the matching environment cases alone; an unknown key or a
     filter that matches nothing is an error naming the field."""
-    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.experiments.plan import load_experiment
 
     exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
     oful = [dict(r.case) for r in exp.runs if r.label == "weighted OFUL"]

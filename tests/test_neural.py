@@ -416,7 +416,7 @@ def test_memory_formula_matches_the_policy_state(name, options):
 
 
 def test_a_neural_run_too_large_for_memory_is_refused(experiment_file):
-    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.experiments.plan import load_experiment
 
     text = """
     horizon = 100000

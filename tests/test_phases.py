@@ -11,7 +11,7 @@ from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.policies.registry import make_policy
 from nlbandit.report.build import check_claims, load_rows, write_report
 from nlbandit.store import Store

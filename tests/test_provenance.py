@@ -40,7 +40,7 @@ name = "uniform"
 RUN = """
 import sys
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.store import Store
 exp = load_experiment(sys.argv[1])
 with Store(sys.argv[2]) as store:
@@ -175,7 +175,7 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
     are re-keyed (and not recomputed by the next run of the experiment); one whose stored arms differ stays stale."""
     from nlbandit.cli import main
     from nlbandit.experiments.runner import run_experiment
-    from nlbandit.experiments.spec import load_experiment
+    from nlbandit.experiments.plan import load_experiment
 
     glm = '[[policies]]\nlabel = "GLM"\nname = "glm-ucb"\nlink = "identity"\nwarmup = "none"\nbackend = "history"\n'
     exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3").replace(glm, "")))

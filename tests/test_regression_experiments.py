@@ -10,7 +10,7 @@ import pytest
 from nlbandit import theory
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.report.build import check_claims, load_rows
 from nlbandit.store import Store
 

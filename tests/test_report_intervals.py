@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.report.build import ci_name, half_width
 
 FILE = """

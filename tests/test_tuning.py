@@ -10,7 +10,7 @@ import nlbandit as nb
 from nlbandit.core.hyper import ConfigError
 from nlbandit.loops import bandit as bandit_loop
 from nlbandit.experiments.runner import run_experiment
-from nlbandit.experiments.spec import load_experiment
+from nlbandit.experiments.plan import load_experiment
 from nlbandit.experiments.tuning import tune_experiment, tuning_results
 from nlbandit.report.build import load_rows, write_report
 from nlbandit.store import Store

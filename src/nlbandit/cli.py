@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     try:
         from nlbandit.experiments.executors import make_executor
-        from nlbandit.experiments.spec import load_experiment
+        from nlbandit.experiments.plan import load_experiment
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")

@@ -1,5 +1,5 @@
 """Hyperparameter tuning of an experiment's series before its reported runs (the ``[tune]`` table of
-:mod:`nlbandit.experiments.spec`; Bae & Lee 2025's protocol, spec 001 §4.1: "for each (algorithm,
+:mod:`nlbandit.experiments.schema`; Bae & Lee 2025's protocol, spec 001 §4.1: "for each (algorithm,
 environment) choose the (ν, λ) pair minimizing the mean final cumulative regret over a separate set of
 tuning seeds, then report fresh seeds").
 

@@ -1,0 +1,251 @@
+"""Experiment files, stage 2 of 3: the plan. A validated file (:class:`~nlbandit.experiments.schema.FileSpec`) is
+resolved once into what will be computed: its environment cases, each series' runs (grids expanded, tuning
+grids beside them), the memory of every batch checked, and the claims with what they read: an
+:class:`~nlbandit.experiments.spec.Experiment`, which the runner computes with its loop
+(:mod:`nlbandit.experiments.runner`) and the report reads with the store (:mod:`nlbandit.report.build`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.memory import check_memory
+from nlbandit.data.cache import DataError
+from nlbandit.experiments.claims import cases_read, phased_runs, validate_claim
+from nlbandit.experiments.schema import (
+    MAX_GRID,
+    FileSpec,
+    as_table,
+    checkpoints,
+    diagnostics,
+    expand,
+    plots,
+    read_file,
+    registry_name,
+    scales_field,
+    tune_grid,
+)
+from nlbandit.experiments.spec import Claim, Experiment, RunConfig, Tuning
+from nlbandit.loops import LOOPS
+from nlbandit.loops.base import Loop
+from nlbandit.loops.phases import PHASE_TIMERS
+from nlbandit.policies.neural_memory import neural_memory
+
+Cases = list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
+"""Environment cases: (resolved environment config, its case key)."""
+
+
+def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = None,
+                    cases: list[str] | None = None) -> Experiment:
+    """Read and validate an experiment file at ``scale``; ``seeds`` overrides the repetition count, ``cases``
+    the [[env]] cases the scale runs (the others are reported as not run, and the claims that read them are
+    not checked).
+
+    Raises:
+      ConfigError: naming the field and what is allowed, before anything is computed; also when the path
+        is not a regular UTF-8 TOML file, and when a batch of runs would need more memory than the machine
+        has (:func:`~nlbandit.core.memory.physical_memory`) or sizes beyond the engine's integer ranges.
+      FileNotFoundError: when the file does not exist.
+    """
+    spec = read_file(path, scale, seeds)
+    loop = LOOPS[spec.top["loop"]]
+    env_cases, missing, scale_cases = _cases(spec, loop, cases)
+    runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases)
+    claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
+                    "; ".join(f"case {g!r}: {missing[g]}" for g in sorted(cases_read(c["check"]) & set(missing))))
+              for c, at in spec.claims if scale in at]
+    raw, top, where, horizon, n_seeds, path = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.path
+    exp = Experiment(
+        path=path,
+        name=top["name"] or path.stem,
+        paper=top["paper"] or Path(os.path.abspath(path)).parent.name,  # '../x.toml': the folder's name, not '..'
+        title=top["title"],
+        description=top["description"],
+        scale=scale,
+        horizon=horizon,
+        n_seeds=n_seeds,
+        runs=runs,
+        claims=claims,
+        labels=labels,
+        env_cases=[case for _, case in env_cases if scale_cases is None or dict(case).get("case") in scale_cases],
+        plots=plots(raw.get("plots"), where),
+        diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], [cfg for cfg, _ in env_cases], where),
+        loop=top["loop"],
+        curves=top["curves"],
+        checkpoints=checkpoints(top["checkpoints"], horizon, where),
+        full_seeds=spec.scales.get("full", {}).get("seeds") or top["seeds"],
+        tuning=tunings,
+        ci=top["ci"],
+        missing=missing,
+    )
+    if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
+        raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
+    if not exp.curves and not exp.plots:
+        raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
+    for i, claim in enumerate(claims):
+        if not claim.missing:
+            validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
+    if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
+        raise ConfigError(f"{where}: select_time/update_time claims need a loop whose rounds have an act and an "
+                          f"update phase; loop '{exp.loop}' has not")
+    return exp
+
+
+def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, dict[str, str], list[str] | None]:
+    """The file's environment cases, built by ``loop``; the cases left out, by name, with why (a data set not in
+    the cache, or not among ``--cases``); and the case names this scale runs (None: all)."""
+    raw, top, where, horizon, n_seeds = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds
+    scales, chosen = spec.scales, spec.scales.get(spec.scale, {})
+    env_cases, every_case = [], []
+    missing: dict[str, str] = {}  # case name -> why its data set is not available
+    for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
+        ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
+        env_raw = dict(as_table(env_raw, f"{ewhere}"))
+        registry_name(env_raw, ewhere)
+        name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
+        if isinstance(raw["env"], list) and name is None:
+            raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
+        for env_cfg, varying in expand(env_raw, loop.fixed_env_fields(env_raw, ewhere), ewhere):
+            case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
+            every_case.append(case)
+            try:
+                env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
+            except DataError as e:  # a real data set that is not in the cache: the other cases still run
+                if name is None or varying:
+                    raise ConfigError(str(e)) from None
+                missing[name] = f"data set not available: {e}"
+    if len(set(every_case)) < len(every_case):
+        raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
+    names = {dict(case).get("case") for _, case in env_cases} | set(missing)
+    for s, sc in scales.items():
+        unknown = [c for c in sc["cases"] or () if c not in names]
+        if unknown:
+            raise ConfigError(f"{where}: field 'scales.{s}.cases' names {unknown[0]!r}, not an [[env]] case; cases: "
+                              + ", ".join(sorted(n for n in names if n is not None)))
+    scale_cases = chosen.get("cases")  # the cases run at this scale (all when None)
+    if cases is not None:
+        unknown = [c for c in cases if c not in names]
+        if unknown or not cases:
+            raise ConfigError(f"--cases must name [[env]] cases of {where}, got {unknown[0] if unknown else 'none'!r}; "
+                              "cases: " + ", ".join(sorted(n for n in names if n is not None)))
+        scale_cases = list(cases)
+        for name in sorted(n for n in names - set(cases) - set(missing) if n is not None):
+            missing[name] = f"not selected: --cases {','.join(cases)} ran the others only"
+    return env_cases, missing, scale_cases
+
+
+def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
+          scale_cases: list[str] | None) -> tuple[list[RunConfig], list[str], list[Tuning]]:
+    """Every series' runs on its cases at this scale (a tuned series' stand-in run, its grid as a :class:`Tuning`),
+    the series' labels, and the tunings; refuses a batch of runs that would not fit in memory."""
+    raw, top, where, horizon, n_seeds, scale = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.scale
+    tune = spec.tune
+    tunings: list[Tuning] = []
+    pol_raw = raw.get("policies")
+    if not isinstance(pol_raw, list) or not pol_raw:
+        raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
+    runs, labels, elsewhere = [], [], []
+    batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
+    neural_batches: set[str] = set()  # the batches with a neural policy's arrays among them
+
+    def account(tag: str, label: str, run_env: dict, resolved: dict, history: bool, size: int) -> None:
+        """Add a run of ``size`` seeds to the memory of the batch it is simulated in."""
+        key = json.dumps([tag, run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
+        names, parts = batch_memory.setdefault(key, ([], {}))
+        names.append(label)
+        for part, need in loop.memory(run_env, horizon, size, top["record_points"], history).items():
+            parts[part] = parts.get(part, 0) + need
+        for part, need in neural_memory(resolved, run_env, horizon).items():
+            parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + size * need
+            neural_batches.add(key)
+
+    for i, p in enumerate(pol_raw):
+        p = dict(as_table(p, f"{where}: policies[{i}]"))
+        pwhere = f"{where}: policies[{i}]"
+        registry_name(p, pwhere)
+        label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
+        series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
+        series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
+                        if scale_cases is None or dict(case).get("case") in scale_cases]
+        here = scale in scales_field(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
+        grid = tune and tune["grid"]
+        if "tune" in p:
+            if tune is None:
+                raise ConfigError(f"{pwhere}: field 'tune' needs a [tune] table (its seeds and objective)")
+            grid = tune_grid(p.pop("tune"), f"{pwhere}: field 'tune'")
+        both = [k for k in grid or () if isinstance(p.get(k), list)]
+        if both:
+            raise ConfigError(f"{pwhere}: field '{both[0]}' is both a series grid and tuned; keep one")
+        for pol_cfg, varying in expand(p, ("name",), pwhere):
+            full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
+            if full_label in labels or full_label in elsewhere:
+                raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
+            (labels if here else elsewhere).append(full_label)
+            for env_cfg, case in series_cases:
+                points = [point for _, point in expand(grid, (), pwhere)] if grid else [{}]
+                configs = [loop.resolve_series({**pol_cfg, **point}, env_cfg, series_env, horizon,
+                                               f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")"))
+                           for point in points]
+                if not here:
+                    continue
+                reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"])
+                            for e, r, _ in configs]
+                runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
+                if len(runs) > MAX_GRID:
+                    raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
+                account("", full_label, *configs[0], n_seeds)
+                if grid:
+                    tunings.append(Tuning(full_label, case, tuple(points), tuple(
+                        RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],
+                                  tune["offset"]) for e, r, _ in configs), tuple(reported), tune["objective"]))
+                    for config in configs:
+                        account("tune", full_label, *config, tune["seeds"])
+    for key, (names, parts) in batch_memory.items():
+        neural = (" (a neural policy: also lower width, depth or m, or use backend = 'arms')"
+                  if key in neural_batches else "")
+        check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
+                                                    if len(names) > 1 else "") + neural, where)
+    return runs, labels, tunings
+
+
+def _series_env(value: Any, loop: str, where: str) -> dict[str, Any]:
+    """A series' own environment fields (``env = {...}`` in a ``[[policies]]`` table, where its loop allows
+    them: a regression file's streams)."""
+    if value is None:
+        return {}
+    if not LOOPS[loop].series_env:
+        allowed = " or ".join(repr(name) for name, lp in LOOPS.items() if lp.series_env)
+        raise ConfigError(f"{where}: field 'env' is allowed only with loop = {allowed}")
+    table = as_table(value, f"{where}: field 'env'")
+    grids = [k for k, v in table.items() if isinstance(v, list)]
+    if grids:
+        raise ConfigError(f"{where}: field 'env.{grids[0]}' must be a single value (grids go in [env])")
+    return table
+
+
+def _series_cases(value: Any, env_cases: list, missing: dict[str, str], where: str) -> list:
+    """The env cases a series runs on: all, or those matching ``only = {key = value or [values], ...}`` on the
+    cases' keys (the [[env]] case name ``case`` and the env grid fields); none when it names only cases whose
+    data sets are ``missing``."""
+    if value is None:
+        return env_cases
+    table = as_table(value, f"{where}: field 'only'")
+    keys = {k for _, case in env_cases for k, _ in case} | ({"case"} if missing else set())
+    for key in table:
+        if key not in keys:
+            raise ConfigError(f"{where}: field 'only.{key}' is not a case key; the cases vary "
+                              f"{', '.join(sorted(keys)) or 'nothing'}")
+    wanted = {k: v if isinstance(v, list) else [v] for k, v in table.items()}
+    chosen = [(cfg, case) for cfg, case in env_cases
+              if all(dict(case).get(k) in values for k, values in wanted.items())]
+    if not chosen and set(wanted) == {"case"} and set(wanted["case"]) <= set(missing):
+        return []
+    if not chosen:
+        raise ConfigError(f"{where}: field 'only' = {table!r} matches no environment case")
+    return chosen
+
+

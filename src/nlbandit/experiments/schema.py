@@ -1,0 +1,348 @@
+"""Experiment files, stage 1 of 3: the schema. A TOML file is read and its tables validated into a
+:class:`FileSpec` (pure validation: nothing is built or computed); :mod:`nlbandit.experiments.plan` then resolves
+it into runs, and :mod:`nlbandit.experiments.runner` computes them.
+
+The schema (top-level keys, ``[scales.X]``, ``[env]`` / ``[[env]]`` cases, ``[[policies]]``, ``[[claims]]``,
+``[tune]``, ``loop``) and the validation rules are documented in ``docs/experiments.md``. Errors name the field
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.experiments.claims import KINDS
+from nlbandit.loops import DEFAULT_LOOP, LOOPS
+
+SCALES = ("quick", "full")
+EXTRA_PLOTS = ("anytime-constant", "regret-vs-d")
+"""Report panels beside the regret curves: ``anytime-constant`` plots l(T₀, b) against b for the T₀ of
+the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b); ``regret-vs-d`` plots the mean
+regret at each of the ``checkpoints`` against the environment grid key ``d``, one panel per series and
+remaining grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)."""
+
+_TOP = (
+    Hyper("name", None, "experiment name", kind=str, optional=True),
+    Hyper("paper", None, "paper folder (zhao2023, bae2025, kveton2020, sun2025)", kind=str, optional=True),
+    Hyper("title", "", "one-line title", kind=str),
+    Hyper("description", "", "free text shown in the report", kind=str),
+    Hyper("horizon", None, "number of rounds T", kind=int, low=1),
+    Hyper("seeds", None, "number of repetitions", kind=int, low=1),
+    Hyper("record_points", 1000, "number of curve points kept", kind=int, low=2),
+    Hyper("curves", True, "plot the regret curves (one panel per environment case)", kind=bool),
+    Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
+          optional=True),
+    Hyper("ci", None, "level of the report's intervals of the mean, Student t with S − 1 degrees of freedom "
+          "(omitted: 95% normal intervals)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
+    Hyper("loop", DEFAULT_LOOP, "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
+          "nlbandit.loops.LOOPS", kind=str),
+)
+_TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
+DIAGNOSTICS = ("effective-dimension",)
+"""Report sections computed from the environments rather than the runs: ``effective-dimension`` tabulates,
+per environment case, the realised d̃ = log det((R/λ₀)H̃ + I) over the T·K contexts each reported seed
+presents (Bae & Lee 2025, spec 001 §4.4; :func:`nlbandit.models.ntk.realized_effective_dimension`)."""
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
+"""What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
+``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
+MAX_ROUNDS = 2**31 - 1
+"""The largest horizon: the engine counts rounds in int32 ranges."""
+MAX_SEEDS = 2**32
+"""The most repetitions: seeds 0..S−1 are uint32 (:func:`nlbandit.core.simulate.simulate`)."""
+MAX_GRID = 10_000
+"""The most configurations one table's grid (the product of its list values) or one file may expand to."""
+_SCALE_KEYS = (
+    Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
+    Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
+    Hyper("tune_seeds", None, "number of tuning seeds ([tune] seeds)", kind=int, low=1, optional=True),
+)
+OBJECTIVES = ("min-regret", "max-reward")
+"""What tuning optimises: the mean final cumulative regret (minimised) or reward (maximised)."""
+_TUNE_KEYS = (
+    Hyper("seeds", None, "number of tuning seeds", kind=int, low=1),
+    Hyper("objective", "min-regret", "the mean final value a tuning point is chosen by", kind=str,
+          choices=OBJECTIVES),
+    Hyper("offset", 10**9, "the first tuning seed (tuning seeds are offset..offset+seeds-1)", kind=int, low=1),
+)
+_CLAIM_KEYS = (
+    Hyper("name", None, "short identifier", kind=str),
+    Hyper("text", "", "what the claim says, with its source", kind=str),
+    Hyper("check", None, "expression over regret(...), std(...), increment(...)", kind=str),
+    Hyper("expect", "pass", "whether the claim is expected to hold (a documented negative finding "
+          "is declared with 'fail')", kind=str, choices=("pass", "fail")),
+    Hyper("kind", "paper", "paper: the paper's or spec's statement; regression: a threshold the paper does not "
+          "justify, a check on the implementation; sanity: true by construction", kind=str,
+          choices=KINDS),
+)
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """An experiment file validated at one scale, before anything is built.
+
+    Attributes:
+      path, where: the file, and how errors name it.
+      raw: the parsed TOML (its ``env`` and ``policies`` tables are resolved by the plan).
+      top: the validated top-level fields (:data:`_TOP`).
+      scales: the validated ``[scales.X]`` overrides by scale (with their ``cases``).
+      scale: the scale read; horizon, n_seeds: its rounds and repetitions (``--seeds`` applied).
+      tune: the validated ``[tune]`` table at this scale (seeds, objective, offset, default grid), or None.
+      claims: each ``[[claims]]`` table validated, with the scales it is checked at.
+    """
+
+    path: Path
+    where: str
+    raw: dict[str, Any]
+    top: dict[str, Any]
+    scales: dict[str, dict[str, Any]]
+    scale: str
+    horizon: int
+    n_seeds: int
+    tune: dict[str, Any] | None
+    claims: tuple[tuple[dict[str, Any], tuple[str, ...]], ...]
+
+
+def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) -> FileSpec:
+    """Read experiment file ``path`` and validate its tables at ``scale`` (``seeds`` overrides its repetitions).
+
+    Raises:
+      ConfigError: naming the field and what is allowed; also when the path is not a regular UTF-8 TOML file or a
+        size is beyond the engine's integer ranges.
+      FileNotFoundError: when the file does not exist.
+    """
+    path = Path(path)
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    raw = _read_toml(path)
+    where = str(path)
+    unknown = sorted(set(raw) - {h.name for h in _TOP} - set(_TABLES))
+    if unknown:
+        allowed = sorted([h.name for h in _TOP] + list(_TABLES))
+        raise ConfigError(f"{where}: unknown field '{unknown[0]}'; allowed fields: {', '.join(allowed)}")
+    top = resolve(_TOP, {k: v for k, v in raw.items() if k not in _TABLES}, where)
+    if top["loop"] not in LOOPS:
+        raise ConfigError(f"{where}: field 'loop' must be one of {', '.join(repr(n) for n in LOOPS)}, "
+                          f"got {top['loop']!r}")
+    _plain_name(top["name"], "name", where)
+    _plain_name(top["paper"], "paper", where)
+    scales = {}
+    for s, overrides in as_table(raw.get("scales", {}), f"{where}: field 'scales'").items():
+        if s not in SCALES:
+            raise ConfigError(f"{where}: field 'scales.{s}' is not a scale; allowed: {', '.join(SCALES)}")
+        overrides = dict(as_table(overrides, f"{where}: field 'scales.{s}'"))
+        listed = overrides.pop("cases", None)
+        if listed is not None and (not isinstance(listed, list) or not listed
+                                   or not all(isinstance(c, str) for c in listed)):
+            raise ConfigError(f"{where}: field 'scales.{s}.cases' must be a non-empty list of [[env]] case names, "
+                              f"got {listed!r}")
+        scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": listed}
+    chosen = scales.get(scale, {})
+    horizon = chosen.get("horizon") or top["horizon"]
+    n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
+    if seeds is not None:
+        Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
+    at_most(horizon, MAX_ROUNDS, "horizon", "the engine's int32 range of rounds", where)
+    at_most(n_seeds, MAX_SEEDS, "seeds", "seeds 0..S-1 are uint32", where)
+    if "env" not in raw:
+        raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
+    if not isinstance(raw.get("claims", []), list):
+        raise ConfigError(f"{where}: field 'claims' must be an array of tables ([[claims]]), got {raw['claims']!r}")
+    claims = []
+    for i, c in enumerate(raw.get("claims", [])):
+        cw = f"{where}: claims[{i}]"
+        c = dict(as_table(c, cw))
+        at = scales_field(c.pop("scales", None), cw)  # a claim on a series run at some scales is checked there only
+        claims.append((resolve(_CLAIM_KEYS, c, cw), at))
+    tune = _tune(raw, scales, scale, top, seeds, where)
+    return FileSpec(path, where, raw, top, scales, scale, horizon, n_seeds, tune, tuple(claims))
+
+
+def plots(value: Any, where: str) -> tuple[str, ...]:
+    """The validated ``plots`` field (a list of names from :data:`EXTRA_PLOTS`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(v not in EXTRA_PLOTS for v in value) or len(set(value)) < len(value):
+        raise ConfigError(f"{where}: field 'plots' must be a list of distinct names from "
+                          f"{', '.join(repr(p) for p in EXTRA_PLOTS)}, got {value!r}")
+    return tuple(value)
+
+
+def diagnostics(value: Any, loop: str, envs: list[dict[str, Any]], where: str) -> tuple[str, ...]:
+    """The validated ``diagnostics`` field (a list of names from :data:`DIAGNOSTICS`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(v not in DIAGNOSTICS for v in value) or len(set(value)) < len(value):
+        raise ConfigError(f"{where}: field 'diagnostics' must be a list of distinct names from "
+                          f"{', '.join(repr(p) for p in DIAGNOSTICS)}, got {value!r}")
+    other = [v for v in value if v not in LOOPS[loop].diagnostics]
+    if other:
+        raise ConfigError(f"{where}: diagnostic {other[0]!r} is not one that loop = {loop!r} reports")
+    if "effective-dimension" in value and any(env["d"] % 2 for env in envs):
+        raise ConfigError(f"{where}: diagnostic 'effective-dimension' needs an even d in every case (its features "
+                          "are gradients at the block-symmetric θ₀)")
+    return tuple(value)
+
+
+def checkpoints(value: tuple[float, ...] | None, horizon: int, where: str) -> tuple[int, ...]:
+    """The validated ``checkpoints`` field: increasing integer rounds in [1, horizon] (default: the horizon)."""
+    if value is None:
+        return (horizon,)
+    if any(not v.is_integer() or not 1 <= v <= horizon for v in value) or list(value) != sorted(set(value)):
+        raise ConfigError(f"{where}: field 'checkpoints' must be increasing integer rounds in [1, {horizon}], "
+                          f"got {list(value)}")
+    return tuple(int(v) for v in value)
+
+
+def scales_field(value: Any, where: str) -> tuple[str, ...]:
+    """The validated ``scales`` field of a series or claim: a non-empty list of scale names (default: all)."""
+    if value is None:
+        return SCALES
+    if not isinstance(value, (list, tuple)) or not value or any(v not in SCALES for v in value):
+        raise ConfigError(f"{where}: field 'scales' must be a non-empty list of scale names from "
+                          f"{', '.join(repr(s) for s in SCALES)}, got {value!r}")
+    return tuple(value)
+
+
+def expand(table: dict[str, Any], fixed: tuple[str, ...], where: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Cartesian product over list-valued entries: [(config, {varying key: value})].
+
+    Keys in ``fixed`` (the name, and array-valued fields such as ``arm_set``) are never grids. An empty
+    list, or a product of more than :data:`MAX_GRID` configurations, is a :class:`ConfigError`.
+    """
+    grid_keys = [k for k, v in table.items() if isinstance(v, list) and k not in fixed]
+    for k in grid_keys:
+        if not table[k]:
+            raise ConfigError(f"{where}: field '{k}' is an empty list; a grid needs at least one value")
+    size = math.prod(len(table[k]) for k in grid_keys)
+    if size > MAX_GRID:
+        raise ConfigError(f"{where}: the grid over {', '.join(grid_keys)} has {size} configurations, more than "
+                          f"{MAX_GRID}")
+    out = []
+    for values in itertools.product(*(table[k] for k in grid_keys)):
+        varying = dict(zip(grid_keys, values))
+        out.append(({**table, **varying}, varying))
+    return out
+
+
+def tune_grid(value: Any, where: str) -> dict[str, list] | None:
+    """A validated tuning grid (a table of field = [values], at least one field), or None for ``false``."""
+    if value is False:
+        return None
+    table = as_table(value, where)
+    if not table:
+        raise ConfigError(f"{where} must name at least one field (field = [values]), or be false")
+    for k, v in table.items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"{where}: field '{k}' must be a non-empty list of values to try, got {v!r}")
+    expand(table, (), where)  # the size limit
+    return table
+
+
+def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[str, Any], seeds: int | None,
+          where: str) -> dict[str, Any] | None:
+    """The validated ``[tune]`` table at ``scale`` (None without one): seeds, objective, offset and the default
+    grid, with tuning seeds disjoint from the reported seeds of every scale and of ``--seeds``."""
+    if "tune" not in raw:
+        if any(sc.get("tune_seeds") is not None for sc in scales.values()):
+            raise ConfigError(f"{where}: field 'scales.*.tune_seeds' needs a [tune] table")
+        return None
+    if not LOOPS[top["loop"]].tunable:
+        raise ConfigError(f"{where}: field 'tune': loop = {top['loop']!r} has no tuning (loops with one: "
+                          f"{', '.join(repr(n) for n, loop in LOOPS.items() if loop.tunable)})")
+    table = dict(as_table(raw["tune"], f"{where}: field 'tune'"))
+    grid = tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
+    tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
+    tune["seeds"] = scales.get(scale, {}).get("tune_seeds") or tune["seeds"]
+    reported = max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])
+    if tune["offset"] < reported:
+        raise ConfigError(f"{where}: field 'tune.offset' = {tune['offset']} must be at least {reported}, the most "
+                          "reported seeds of any scale (tuning seeds never overlap reported seeds)")
+    at_most(tune["offset"] + tune["seeds"], MAX_SEEDS, "tune.offset", "seeds are uint32", where)
+    return {**tune, "grid": grid}
+
+
+def as_table(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a table ({{key = value, ...}}), got {raw!r}")
+    return raw
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed experiment file at ``path``.
+
+    What is not a regular UTF-8 TOML file is refused with a :class:`ConfigError` before it is opened (a
+    FIFO would block its reader), and so are integers outside TOML's 64-bit range (which ``tomllib``
+    accepts).
+
+    Raises:
+      FileNotFoundError: when nothing is at ``path``.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such experiment file") from None
+    except OSError as e:  # a symlink loop, a path through a file, no permission
+        raise ConfigError(f"{path}: cannot read the experiment file: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{path}: is a folder; expected an experiment file (TOML)")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{path}: is not a regular file (a FIFO, socket or device); expected an experiment file "
+                          "(TOML)")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the experiment file: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); experiment "
+                          "files are UTF-8 TOML") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except (RecursionError, ValueError):  # nesting deeper than the parser's recursion; an integer of > 4300 digits
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply, or an integer too "
+                          "long") from None
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{key}.{k}" if key else k, v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise ConfigError(f"{path}: field '{key}' is an integer outside TOML's 64-bit range")
+    return raw
+
+
+def _plain_name(value: str | None, name: str, where: str) -> str | None:
+    """``value`` (the ``name`` or ``paper`` field, or None) if it matches :data:`_PLAIN_NAME`."""
+    if value is not None and not _PLAIN_NAME.fullmatch(value):
+        raise ConfigError(f"{where}: field '{name}' must be a plain file name (at most 200 letters, digits, '_', '-' "
+                          f"or '.', not starting with '.'), got {value!r}")
+    return value
+
+
+def registry_name(table: dict[str, Any], where: str) -> None:
+    """Refuse a ``name`` that is not a string (a list or table) before a registry looks it up."""
+    name = table.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ConfigError(f"{where}: field 'name' must be a string (a registered name, see `nlbandit list`), "
+                          f"got {name!r}")
+
+
+def at_most(value: int, limit: int, name: str, why: str, where: str) -> None:
+    """Refuse ``value`` above ``limit``, naming the field and ``why`` the limit."""
+    if value > limit:
+        raise ConfigError(f"{where}: field '{name}' = {value} is more than {limit} ({why})")
+
+
