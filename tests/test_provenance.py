@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import nlbandit
-from nlbandit.experiments.results import annotated_runs, prune_stale
+from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
 from nlbandit.experiments.spec import run_code
 from nlbandit.provenance import module_closure, normalised_source
 from nlbandit.store import Store
@@ -198,3 +198,25 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
         assert runs[current["UCB"]]["current"] and not runs["old-" + current["uniform"]]["current"]
         assert runs[current["UCB"]]["config"]["adopted_from"] == {"run_id": "old-" + current["UCB"], "code": "0" * 16}
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 1  # only the stale one
+
+
+def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, monkeypatch):
+    """The stale points of a policy's grid are recomputed side by side, one batch (one compilation), and each is
+    adopted: a grid of three α values of LinUCB and uniform play make two batches."""
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.loops import LOOPS
+
+    text = EXPERIMENT.replace('name = "lin-ucb"\n', 'name = "lin-ucb"\nalpha = [0.5, 1.0, 2.0]\n')
+    glm = '[[policies]]\nlabel = "GLM"\nname = "glm-ucb"\nlink = "identity"\nwarmup = "none"\nbackend = "history"\n'
+    exp = load_experiment(experiment_file(text.replace(glm, "")))
+    with Store(tmp_path / "r.duckdb") as store:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 4
+        for row in store.index():
+            assert store.adopt(row["run_id"], "old-" + row["run_id"], {**row["config"], "code": "0" * 16})
+        loop, batches = LOOPS["bandit"], []
+        compute = loop.compute
+        monkeypatch.setattr(loop, "compute", lambda batch, seeds, **kw: batches.append(len(batch))
+                            or compute(batch, seeds, **kw))
+        adopted, stale = revalidate(store, log=lambda m: None)
+    assert sorted(batches) == [1, 3] and len(adopted) == 4 and not stale

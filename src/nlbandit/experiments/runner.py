@@ -30,7 +30,9 @@ from nlbandit.loops.phases import PHASE_TIMERS, phase_chunk_size
 from nlbandit.store import Store
 
 
-def _batch_key(run: RunConfig) -> str:
+def batch_key(run: RunConfig) -> str:
+    """What runs computed side by side share: environment, policy name and static hyperparameters, sizes,
+    seeds and the loop's own batch fields (they differ in traced hyperparameters only)."""
     loop = LOOPS[run.loop]
     return json.dumps([run.env, run.policy["name"], loop.split(run.policy)[0], run.horizon, run.n_seeds,
                        run.seed_offset, run.record_points] + loop.batch_fields(run), sort_keys=True)
@@ -42,7 +44,7 @@ def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[R
     unique = list({r.run_id: r for r in runs}.values())
     groups: dict[str, list[RunConfig]] = {}
     for r in unique:
-        groups.setdefault(r.run_id if r.run_id in alone else _batch_key(r), []).append(r)
+        groups.setdefault(r.run_id if r.run_id in alone else batch_key(r), []).append(r)
     return list(groups.values())
 
 
