@@ -43,7 +43,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nlbandit as nb  # noqa: E402
-from nlbandit.core.keys import normal, round_key, seed_keys  # noqa: E402
+from nlbandit.core.keys import normal, seed_keys  # noqa: E402
+from nlbandit.core.round import round_key  # noqa: E402
 
 D, K, NOISE_STD = 20, 50, 0.5
 LIN_UCB = dict(lam=1.0, sigma=0.5, delta=0.01, s=1.0)

@@ -13,7 +13,8 @@ import pytest
 import nlbandit as nb
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import round_key
 
 D, K, T = 4, 6, 60
 
@@ -195,13 +196,13 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     assert all(d.method.startswith(f"estimate: {draws} redraws") for d in batch)
 
     policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)
-    feedback = nb.core.types.Feedback(jnp.float32(1.0) if policy.dtype == "float32" else jnp.float64(1.0), None)
+    feedback = nb.core.types.Feedback(jnp.float32(1.0) if policy.meta.dtype == "float32" else jnp.float64(1.0), None)
 
     def next_arm(key):
         k_update, k_act = jax.random.split(key)
-        state = policy.update(params, before, k_update, jnp.asarray(x, policy.dtype), last.arm, feedback,
+        state = policy.update(params, before, k_update, jnp.asarray(x, policy.meta.dtype), last.arm, feedback,
                               last.event_id)
-        return policy.act(params, state, k_act, jnp.asarray(x, policy.dtype), mask, last.event_id + 1)[0]
+        return policy.act(params, state, k_act, jnp.asarray(x, policy.meta.dtype), mask, last.event_id + 1)[0]
 
     arms = np.asarray(jax.jit(jax.vmap(next_arm))(jax.random.split(jax.random.PRNGKey(11), replays)))
     frequencies = np.bincount(arms, minlength=K) / replays

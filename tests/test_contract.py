@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 from fingerprints import check, digest
-from nlbandit.core.types import Policy
+from nlbandit.core.types import Policy, PolicyMeta
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, uniform_arm
 from nlbandit.policies.registry import POLICIES, policy_entry
@@ -61,7 +61,7 @@ def _toy(name: str, offer_masked: bool) -> PolicyEntry:
             arm = uniform_arm(key, offered)
             return arm, act_info(jnp.zeros(()), jnp.nan, 1.0 / jnp.sum(offered))
 
-        return Policy(name, lambda params, key: jnp.zeros(()), act, lambda params, state, *args: state)
+        return Policy(lambda params, key: jnp.zeros(()), act, lambda params, state, *args: state, PolicyMeta(name))
 
     return PolicyEntry(name, make, (), "a toy")
 

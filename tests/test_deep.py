@@ -124,7 +124,7 @@ def _drive(name, rounds, horizon=100, **options):
     state after, params)."""
     rng = np.random.default_rng(7)
     policy, params = nb.make_policy(name, ProblemSpec(D, K, horizon), **options)
-    p32 = to_dtype(params, policy.dtype)
+    p32 = to_dtype(params, policy.meta.dtype)
     state = policy.init(p32, jax.random.key(1))
     act, update = jax.jit(policy.act), jax.jit(policy.update)
     mask = jnp.ones(K, bool)
@@ -203,7 +203,7 @@ def test_deep_fpl_state_does_not_grow_with_the_horizon():
         policy, params = nb.make_policy("deep-fpl", ProblemSpec(D, K, horizon))
         shapes.append(jax.tree.map(lambda a: (a.shape, a.dtype),
                                    jax.eval_shape(policy.init, to_dtype(params, "float32"), jax.random.key(0))))
-        assert policy.max_horizon is None
+        assert policy.meta.max_horizon is None
     assert shapes[0] == shapes[1]
 
 

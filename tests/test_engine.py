@@ -8,7 +8,7 @@ import pytest
 import nlbandit as nb
 from nlbandit.core.keys import seed_keys
 from nlbandit.core.simulate import SimProgress
-from nlbandit.core.types import Policy
+from nlbandit.core.types import Policy, PolicyMeta
 from nlbandit.policies.exploration import act_info
 
 # Means: arm 0 → 1.0, arm 1 → 0.5, arm 2 → 0.75 (θ* = (1, 0.5)); best arm 0.
@@ -19,8 +19,8 @@ THETA = [1.0, 0.5]
 def scripted(sequence):
     """A policy that plays ``sequence[t-1]`` in round t (ignores keys), for hand-computed metrics."""
     seq = jnp.asarray(sequence, jnp.int32)
-    return Policy("scripted", lambda p, k: jnp.zeros(()), lambda p, s, k, c, m, t: (seq[t - 1], act_info(0.0)),
-                  lambda p, s, k, c, arm, fb, t: s)
+    return Policy(lambda p, k: jnp.zeros(()), lambda p, s, k, c, m, t: (seq[t - 1], act_info(0.0)),
+                  lambda p, s, k, c, arm, fb, t: s, PolicyMeta("scripted"))
 
 
 def test_metrics_match_hand_computation():

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import nlbandit as nb
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import round_key
 
 
 def instance(env, seed=0):

@@ -11,7 +11,8 @@ import pytest
 
 import nlbandit as nb
 from nlbandit.agent import Agent
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import round_key
 from nlbandit.host import exploration as host_exploration
 from nlbandit.host.draws import BLOCK, DrawBlocks
 from nlbandit.host import glm as host_glm

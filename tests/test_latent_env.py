@@ -170,7 +170,7 @@ def test_report_diagnostic_is_the_realised_effective_dimension_of_each_case_and_
 def test_regret_accounting_zero_for_the_oracle_and_in_unit_steps_otherwise(latent):
     # Spec 001 §7.1 item 8: per-round pseudo-regret in [0, 1], zero for the oracle, cumulative sum monotone.
     from nlbandit.core.keys import seed_keys
-    from nlbandit.core.types import Policy
+    from nlbandit.core.types import Policy, PolicyMeta
     from nlbandit.models.ntk import presented_contexts
     from nlbandit.policies.exploration import act_info
 
@@ -182,8 +182,8 @@ def test_regret_accounting_zero_for_the_oracle_and_in_unit_steps_otherwise(laten
         means = env.mean(instance, contexts)
         return jnp.argmax(jnp.where(mask, means, -jnp.inf)), act_info(jnp.max(means))
 
-    oracle = Policy("oracle", lambda params, key: jnp.zeros(()), act,
-                    lambda params, state, key, contexts, arm, feedback, t: state)
+    oracle = Policy(lambda params, key: jnp.zeros(()), act,
+                    lambda params, state, key, contexts, arm, feedback, t: state, PolicyMeta("oracle"))
     res = nb.simulate(env, oracle, {}, horizon, [seed], progress=False)
     assert np.all(res.cum_regret == 0.0)
     uniform, params = nb.make_policy("uniform", nb.ProblemSpec(6, 4, horizon))

@@ -267,7 +267,7 @@ def test_ecolog_state_size_is_independent_of_the_horizon():
     """No history buffer: the per-round work is fixed by d."""
     policy = ada_ofu_ecolog(nb.ProblemSpec(D, K, 10**6))
     state = policy.init(_params(ECO_PARAMS), INIT_KEY)
-    assert policy.max_horizon is None
+    assert policy.meta.max_horizon is None
     assert all(np.size(leaf) <= D * D for leaf in jax.tree.leaves(state))
 
 

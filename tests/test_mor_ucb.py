@@ -38,10 +38,10 @@ def play(env, policy, params, horizon, seed=0):
     log = []
     for t in range(1, horizon + 1):
         tt = jnp.asarray(t)
-        ctx, mask = env.observe(env_state, nb.core.keys.round_key(keys.env_observe, t), tt)
-        arm, _ = act(params, state, nb.core.keys.round_key(keys.policy_act, t), ctx, mask, tt)
-        fb = env.pull(env_state, nb.core.keys.round_key(keys.env_pull, t), tt, ctx, arm)
-        state = update(params, state, nb.core.keys.round_key(keys.policy_update, t), ctx, arm, fb, tt)
+        ctx, mask = env.observe(env_state, nb.core.round.round_key(keys.env_observe, t), tt)
+        arm, _ = act(params, state, nb.core.round.round_key(keys.policy_act, t), ctx, mask, tt)
+        fb = env.pull(env_state, nb.core.round.round_key(keys.env_pull, t), tt, ctx, arm)
+        state = update(params, state, nb.core.round.round_key(keys.policy_update, t), ctx, arm, fb, tt)
         log.append((np.asarray(ctx), int(arm), float(fb.reward), float(fb.variance_bound), state))
     return env_state, log
 

@@ -36,7 +36,7 @@ def test_scores_match_a_numpy_reference_after_some_rounds(name):
     nu, lam, kappa, s = 0.3, 0.5, 4.0, 1.5
     policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), nu=nu, lam=lam, kappa=kappa, s=s, width=8,
                                     train_every=1000)  # no training: θ stays θ₀
-    params = to_dtype(params, policy.dtype)  # as the engine hands them over
+    params = to_dtype(params, policy.meta.dtype)  # as the engine hands them over
     state = policy.init(params, jax.random.key(0))
     rng = np.random.default_rng(1)
     theta0 = np.asarray(state.theta, np.float64)
@@ -90,7 +90,7 @@ def test_with_nu_zero_the_ucb_policies_are_one_greedy_policy():
 
 def test_the_w_design_weighs_each_gradient_with_the_network_after_training():
     policy, params = nb.make_policy("neurallog-ucb-2", nb.ProblemSpec(D, K, T), width=8, train_every=1, lr=0.5)
-    params = to_dtype(params, policy.dtype)
+    params = to_dtype(params, policy.meta.dtype)
     arch = MLP(D, 8, 2, False, "none")  # the policy's network: width 8, the paper's L = 2 without √m
     state = policy.init(params, jax.random.key(3))
     x = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (K, D)), jnp.float32)
@@ -149,7 +149,7 @@ def _theory_run(name, rounds, **options):
     """A theory-mode policy's state after ``rounds`` rounds of random contexts (d = 4 duplicated, m = 6)."""
     policy, params = nb.make_policy(name, nb.ProblemSpec(4, K, 100), mode="theory", width=6, duplicate=True,
                                     steps=30, **options)
-    params = to_dtype(params, policy.dtype)
+    params = to_dtype(params, policy.meta.dtype)
     state = policy.init(params, jax.random.key(0))
     rng = np.random.default_rng(13)
     for t in range(1, rounds + 1):
@@ -233,7 +233,7 @@ def test_thompson_samples_have_the_network_mean_and_the_width_as_std(name):
     # within 1%; read through the greedy policy's scores (ν = 0) and the UCB policy's latent bonus (same σ).
     def scores(policy_name, key, **options):
         policy, params = nb.make_policy(policy_name, nb.ProblemSpec(D, K, T), width=8, lam=0.5, **options)
-        params = to_dtype(params, policy.dtype)
+        params = to_dtype(params, policy.meta.dtype)
         state = policy.init(params, jax.random.key(21))
         x = jnp.asarray(np.random.default_rng(22).uniform(-1, 1, (K, D)), jnp.float32)
         for t in range(1, 4):

@@ -1,4 +1,4 @@
-"""Precision per policy (issue 12 §2): a policy declares its float type (``Policy.dtype``); the engine hands a
+"""Precision per policy (issue 12 §2): a policy declares its float type (``PolicyMeta.dtype``); the engine hands a
 float32 policy its params, contexts and feedback in float32, and its state and arithmetic stay float32 with
 64-bit JAX on, while the environment's means and the regret stay float64. (The registered policies are all
 float64 — the contract suite checks that their state is — until the neural family arrives.)"""
@@ -11,7 +11,7 @@ import numpy as np
 
 import nlbandit as nb
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Feedback, Policy, ProblemSpec
+from nlbandit.core.types import Feedback, Policy, PolicyMeta, ProblemSpec
 from nlbandit.policies.exploration import act_info, choose, epsilon_greedy
 
 D, K, T = 4, 6, 60
@@ -39,7 +39,7 @@ def diagonal_sampling(spec: ProblemSpec) -> Policy:
         x = contexts[arm]
         return {"precision": state["precision"] + x * x, "b": state["b"] + feedback.reward * x}
 
-    return Policy("diagonal-sampling", init, act, update, spec=spec, dtype="float32")
+    return Policy(init, act, update, PolicyMeta("diagonal-sampling", dtype="float32", spec=spec))
 
 
 PARAMS = {"lam": jnp.float64(1.0), "v": jnp.float64(0.5), "epsilon": jnp.float64(0.05)}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nlbandit.core.replay import Logged, replay
-from nlbandit.core.types import ActInfo, Policy
+from nlbandit.core.types import ActInfo, Policy, PolicyMeta
 from nlbandit.replay.estimators import estimate
 
 NAN = jnp.float64(jnp.nan)
@@ -17,9 +17,10 @@ NAN = jnp.float64(jnp.nan)
 
 def _policy(act, update=lambda state, arm, reward: state + 1, init=0):
     """A hand-built policy: ``act(state, contexts) -> arm``; its state counts updates unless told otherwise."""
-    return Policy("test", lambda params, key: jnp.asarray(init),
+    return Policy(lambda params, key: jnp.asarray(init),
                   lambda params, state, key, contexts, mask, t: (act(state, contexts), ActInfo(NAN, NAN, NAN)),
-                  lambda params, state, key, contexts, arm, feedback, t: update(state, arm, feedback.reward))
+                  lambda params, state, key, contexts, arm, feedback, t: update(state, arm, feedback.reward),
+                  PolicyMeta("test"))
 
 
 def _data(n=400, k=4, seed=0):

@@ -23,8 +23,8 @@ uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pull
 by redrawing the round's decision ``estimate_draws`` times with independent keys (Thompson sampling,
 perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
 a key stream of their own, so they change no decision. Where the exploration is drawn by the update
-(``Policy.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed fits), each redraw
-first redoes that draw (``Policy.resample``) — redrawing the decision alone would report 1; DeepFPL and
+(``PolicyEntry.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed fits), each redraw
+first redoes that draw (``PolicyEntry.resample``) — redrawing the decision alone would report 1; DeepFPL and
 Neural-PHE, whose networks were trained on random targets, get no estimate (NaN, and the method says
 why). Learnt models themselves count as history: an ensemble's probability is exact over its member
 draw given the members, and a network's given its weights (whatever minibatches trained them).
@@ -56,7 +56,7 @@ import math
 import os
 import zipfile
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -65,11 +65,12 @@ import numpy as np
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import round_key
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
 from nlbandit.host import host_round
 from nlbandit.host.draws import DrawBlocks
-from nlbandit.policies.registry import build_policy, check_policy_sizes, resolve_policy
+from nlbandit.policies.registry import build_policy, build_resample, check_policy_sizes, policy_entry, resolve_policy
 
 FORMAT = "nlbandit-agent"
 """The ``format`` field of a saved agent's header."""
@@ -120,9 +121,11 @@ class _Programs(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _programs(policy: Policy, draws: int) -> _Programs:
+def _programs(policy: Policy, draws: int, redo: Callable | None) -> _Programs:
     """Compiled ``init``/``prepare``/``act``/``update`` of ``policy`` (round keys derived inside), and the
-    ``draws``-fold redraw of a decision; one set per policy object (module docstring)."""
+    ``draws``-fold redraw of a decision (first redoing the update's draw with ``redo``, its entry's
+    :attr:`~nlbandit.policies.entry.PolicyEntry.resample`, where asked); one set per policy object (module
+    docstring)."""
 
     def prepare(params, state, stream, arms, mask):
         return one_round.prepare(policy, params, state, stream, arms, mask)
@@ -140,13 +143,13 @@ def _programs(policy: Policy, draws: int) -> _Programs:
 
     def redraw(params, state, stream, contexts, mask, t, resample):
         keys = jax.random.split(round_key(stream, t), draws)
-        seen = to_dtype(contexts, policy.dtype)
+        seen = to_dtype(contexts, policy.meta.dtype)
 
         def decide(key):
             if not resample:
                 return policy.act(params, state, key, seen, mask, t)[0]
             k_state, k_act = jax.random.split(key)
-            return policy.act(params, policy.resample(params, state, k_state), k_act, seen, mask, t)[0]
+            return policy.act(params, redo(params, state, k_state), k_act, seen, mask, t)[0]
 
         arms = jax.vmap(decide)(keys)
         return jnp.zeros(contexts.shape[0], jnp.int32).at[arms].add(1)
@@ -197,7 +200,7 @@ class Agent:
     def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool) -> None:
         self.config, self.spec, self.seed, self.estimate_draws = config, spec, seed, draws
         self.policy, params = build_policy(config, spec)
-        self._params = to_dtype(params, self.policy.dtype)
+        self._params = to_dtype(params, self.policy.meta.dtype)
         self._keys = seed_keys(jnp.uint32(seed))
         self._host = host_round(self.policy, config) if numpy_round else None
         if self._host is not None:
@@ -205,7 +208,8 @@ class Agent:
             self._act_draws = _draw_blocks(self._host.act_draws, self._keys.policy_act)
             self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
-        self._programs = _programs(self.policy, draws)
+        self._resample = build_resample(config, spec)
+        self._programs = _programs(self.policy, draws, self._resample)
         self._t = 0
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
@@ -283,16 +287,17 @@ class Agent:
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
         if not m.any():
             raise ValueError(f"{where}: mask offers no arm (every entry False)")
-        if self.policy.requires.fixed_arms and self._arms is not None and not np.array_equal(x, self._arms):
-            raise ValueError(f"{where}: policy '{self.policy.name}' keeps per-arm statistics of a fixed arm set, but "
-                             "these contexts differ from the first decision's; use a policy for changing contexts")
+        if self.policy.meta.requires.fixed_arms and self._arms is not None and not np.array_equal(x, self._arms):
+            raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps per-arm statistics of a fixed arm "
+                             "set, but these contexts differ from the first decision's; use a policy for changing "
+                             "contexts")
         return x, m
 
     def _room(self, n: int, where: str) -> None:
-        if self.policy.max_horizon is not None and self._t + n > self.policy.max_horizon:
-            raise ValueError(f"{where}: policy '{self.policy.name}' keeps a history of at most "
-                             f"{self.policy.max_horizon} observations (horizon {self.spec.horizon}); this agent has "
-                             f"made {self._t} decisions. "
+        if self.policy.meta.max_horizon is not None and self._t + n > self.policy.meta.max_horizon:
+            raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps a history of at most "
+                             f"{self.policy.meta.max_horizon} observations (horizon {self.spec.horizon}); this agent "
+                             f"has made {self._t} decisions. "
                              "Build the agent with a larger horizon")
 
     def _prepare(self, x: np.ndarray, m: np.ndarray) -> None:
@@ -308,10 +313,10 @@ class Agent:
         if not self.estimate_draws:
             return math.nan, "none"
         # after an update, a policy that draws while learning is redrawn through its resample
-        resample = self.policy.draws_in_update and self._rewarded > 0
-        if resample and self.policy.resample is None:
-            return math.nan, (f"none: {self.policy.name} draws its exploration while learning and has no redraw of "
-                              "it")
+        resample = policy_entry(self.config["name"]).draws_in_update and self._rewarded > 0
+        if resample and self._resample is None:
+            return math.nan, (f"none: {self.policy.meta.name} draws its exploration while learning and has no "
+                              "redraw of it")
         counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t, resample))
         q = counts[arm] / self.estimate_draws
         se = math.sqrt(q * (1 - q) / self.estimate_draws)
@@ -394,17 +399,18 @@ class Agent:
         values = list(np.atleast_1d(np.asarray(value, np.float64))) if batch else [value]
         if len(values) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(values)} values")
-        needs_bound = self.policy.requires.noise_level
+        needs_bound = self.policy.meta.requires.noise_level
         if needs_bound and variance_bound is None:
-            raise ValueError(f"reward: policy '{self.policy.name}' reads the noise level of each reward: give "
+            raise ValueError(f"reward: policy '{self.policy.meta.name}' reads the noise level of each reward: give "
                              "variance_bound")
         if not needs_bound and variance_bound is not None:
-            raise ValueError(f"reward: policy '{self.policy.name}' does not read a noise level; omit variance_bound")
+            raise ValueError(f"reward: policy '{self.policy.meta.name}' does not read a noise level; omit "
+                             "variance_bound")
         bounds = [None] * len(ids) if variance_bound is None else (
             list(np.atleast_1d(np.asarray(variance_bound, np.float64))) if batch else [variance_bound])
         if len(bounds) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(bounds)} variance bounds")
-        low, high = self.policy.requires.reward_range or (-math.inf, math.inf)
+        low, high = self.policy.meta.requires.reward_range or (-math.inf, math.inf)
         seen = set()
         for e, v, b in zip(ids, values, bounds):
             if not isinstance(e, (int, np.integer)) or isinstance(e, bool):
@@ -419,7 +425,7 @@ class Agent:
                 raise ValueError(f"reward: value of event {e} must be a finite number, got {v!r}")
             if not low <= v <= high:
                 raise ValueError(f"reward: value of event {e} is {v}, outside [{low}, {high}], the rewards policy "
-                                 f"'{self.policy.name}' models")
+                                 f"'{self.policy.meta.name}' models")
             if b is not None and not (math.isfinite(b) and b >= 0):
                 raise ValueError(f"reward: variance_bound of event {e} must be a finite number >= 0, got {b!r}")
         for e, v, b in zip(ids, values, bounds):

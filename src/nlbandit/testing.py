@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
-from nlbandit.core.keys import round_key, seed_keys
+from nlbandit.core.keys import seed_keys
+from nlbandit.core.round import round_key
 from nlbandit.core.simulate import SimProgress, SimResult, simulate
 from nlbandit.core.types import Env, ProblemSpec, Requirements
 from nlbandit.envs.registry import make_env
@@ -97,7 +98,7 @@ class PolicyContract:
         config = resolve_policy({"name": entry.name, **(entry.test_hypers(spec) if entry.test_hypers else {})},
                                 entry.name, entry)
         probe, _ = build_policy({**config, "link": "identity"} if config.get("link") == "env" else config, spec, entry)
-        self.base_env = _base_env(probe.requires)
+        self.base_env = _base_env(probe.meta.requires)
         self.config = check_policy_env(config, self.base_env, T, entry.name, entry=entry)
         self.policy, self.params = build_policy(self.config, spec, entry)
         self.env = masked(extreme(self.base_env))
@@ -135,8 +136,8 @@ class PolicyContract:
         for leaf in final.policy_state:
             if np.issubdtype(leaf.dtype, np.floating):
                 assert np.isfinite(leaf).all(), f"{name}: non-finite policy state (feature scales {SCALES})"
-                assert leaf.dtype == np.dtype(self.policy.dtype), \
-                    f"{name}: a {leaf.dtype} state leaf in a {self.policy.dtype} policy"
+                assert leaf.dtype == np.dtype(self.policy.meta.dtype), \
+                    f"{name}: a {leaf.dtype} state leaf in a {self.policy.meta.dtype} policy"
 
     def resume_and_seed_split_are_bit_identical(self) -> None:
         """Check 2 (module docstring)."""
@@ -154,7 +155,7 @@ class PolicyContract:
         """Check 3 (module docstring)."""
         declared = {h.name: h for h in self.entry.hypers}
         params = self.params
-        assert type(params) is self.policy.params_type, f"{self.name}: params are not its record"
+        assert type(params) is self.policy.meta.params_type, f"{self.name}: params are not its record"
         assert all(f in declared and not declared[f].static for f in params._fields), \
             f"{self.name}: a params field that is not a traced hyperparameter"
         assert all(np.ndim(v) == 0 and np.asarray(v).dtype == np.float64 for v in params), \
@@ -172,10 +173,11 @@ class PolicyContract:
             return
         res, _, _ = self.masked_run
         stacked = jax.tree.map(lambda v: jnp.stack([v, v]), self.params)
-        assert type(stacked) is self.policy.params_type, f"{self.name}: the params record does not survive tree maps"
+        assert type(stacked) is self.policy.meta.params_type, \
+            f"{self.name}: the params record does not survive tree maps"
         grid = simulate(self.env, self.policy, dict(stacked), T, list(SEEDS), chunk_size=T // 2, grid=True)
         for g in range(2):
-            if self.policy.dtype == "float32":
+            if self.policy.meta.dtype == "float32":
                 # XLA's CPU kernels may round a float32 product batched over the grid differently from the plain
                 # one (seen on an AVX2-only CPU: 14 of 160 neural-greedy decisions parted after near-ties, then
                 # rejoined), so float32 (neural) policies must agree on at least 80% of the decisions; float64
@@ -219,7 +221,7 @@ class PolicyContract:
         other = make_env(env.name if env.name != "heteroscedastic" else "linear", d=D + 1, k=K)
         _refused(lambda: simulate(other, self.policy, self.params, T, list(SEEDS)),
                  f"'{name}' was built for d = {D}, K = {K}", name)
-        need = self.policy.requires
+        need = self.policy.meta.requires
         if need.noise_level or need.reward_range is not None or need.link not in (None, "identity"):
             bad = make_env("linear", d=D, k=K)  # reveals no noise level, unbounded rewards, identity link
         elif need.fixed_arms:

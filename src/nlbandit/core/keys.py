@@ -2,9 +2,8 @@
 
 Common random numbers across policies (spec 003, U18): the problem instance and the environment's
 noise depend only on the seed, so every policy run with the same seed faces the same instance and the
-same noise sequence; each policy draws from its own streams. Round keys are ``fold_in(stream, t)``, so
-the draws of round ``t`` do not depend on how the horizon is cut into chunks, which makes resumed runs
-bit-identical to uninterrupted ones.
+same noise sequence; each policy draws from its own streams. The keys of a round derive from these streams
+in :mod:`nlbandit.core.round`, the one place that defines the round.
 """
 
 from __future__ import annotations
@@ -32,11 +31,6 @@ def seed_keys(seed: jax.Array) -> SeedKeys:
     """Derive the six streams of a repetition from its integer seed."""
     root = jax.random.key(seed)
     return SeedKeys(*(jax.random.fold_in(root, i) for i in range(6)))
-
-
-def round_key(stream: jax.Array, t: jax.Array) -> jax.Array:
-    """The key of round ``t`` in a stream."""
-    return jax.random.fold_in(stream, t)
 
 
 def normal(key: jax.Array, shape: tuple[int, ...] = (), dtype: str = "float64") -> jax.Array:

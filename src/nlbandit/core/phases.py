@@ -49,7 +49,7 @@ class PhaseTimer:
 
     def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5):
         self.horizon, self.repeats = horizon, repeats
-        self.params = to_dtype(as_params(policy.params_type, params), policy.dtype)
+        self.params = to_dtype(as_params(policy.meta.params_type, params), policy.meta.dtype)
         self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
         self.n_seeds = int(self.keys.policy_act.shape[0])
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
@@ -60,10 +60,10 @@ class PhaseTimer:
         # phases time the policy alone (the cast of an already cast array is no operation).
         def observe(keys, env_state, t):
             contexts, mask = one_round.observe(env, env_state, keys, t)
-            return to_dtype(contexts, policy.dtype), mask, contexts
+            return to_dtype(contexts, policy.meta.dtype), mask, contexts
 
         def pull(keys, env_state, t, contexts, arm):
-            return to_dtype(one_round.pull(env, env_state, keys, t, contexts, arm), policy.dtype)
+            return to_dtype(one_round.pull(env, env_state, keys, t, contexts, arm), policy.meta.dtype)
 
         def act(params, keys, state, seen, mask, t):
             return one_round.act(policy, params, state, keys.policy_act, seen, mask, t)[0]

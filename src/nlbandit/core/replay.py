@@ -78,7 +78,7 @@ def _one_seed(data: Logged, policy: Policy, horizon: int, passes: int):
     mask = jnp.ones((k,), bool)
 
     def run(params, seed):
-        params = to_dtype(params, policy.dtype)
+        params = to_dtype(params, policy.meta.dtype)
         keys = seed_keys(seed)
         orders = pass_order(keys, passes, n)
         state = start(policy, params, keys.policy_init, data.contexts[orders[0, 0]], mask)
@@ -134,10 +134,11 @@ def replay(data: Logged, policy: Policy, params: Any, horizon: int, seeds, *, gr
         raise ValueError("data: contexts and rewards must be finite")
     if not (isinstance(horizon, int) and horizon >= 1 and isinstance(passes, int) and passes >= 1):
         raise ValueError(f"horizon and passes must be integers >= 1, got {horizon!r}, {passes!r}")
-    if policy.spec is not None and (policy.spec.d, policy.spec.k) != (d, k):
-        raise ValueError(f"policy {policy.name!r} was built for d = {policy.spec.d}, K = {policy.spec.k}; the data "
-                         f"has d = {d}, K = {k}")
-    params = as_params(policy.params_type, params)
+    spec = policy.meta.spec
+    if spec is not None and (spec.d, spec.k) != (d, k):
+        raise ValueError(f"policy {policy.meta.name!r} was built for d = {spec.d}, K = {spec.k}; the data has d = {d}, "
+                         f"K = {k}")
+    params = as_params(policy.meta.params_type, params)
     device = Logged(jnp.asarray(contexts, jnp.float64), jnp.asarray(logged, jnp.int32),
                     jnp.asarray(reward, jnp.float64))
     one = _one_seed(device, policy, horizon, passes)

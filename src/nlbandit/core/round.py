@@ -12,7 +12,7 @@ its arms from ``fold_in(env_observe, t)`` and its reward from ``fold_in(env_pull
 with ``fold_in(policy_act, t)`` and learns with ``fold_in(policy_update, t)``; its state starts from
 ``init(policy_init)`` and, for a policy that prepares on the arm set, ``prepare`` with
 ``fold_in(policy_init, 1)`` and round 1's arms. The casts: the policy sees the contexts and the feedback in
-its own dtype (:attr:`~nlbandit.core.types.Policy.dtype`); the environment's pull and the regret use the
+its own dtype (:attr:`~nlbandit.core.types.PolicyMeta.dtype`); the environment's pull and the regret use the
 contexts as the environment made them.
 """
 
@@ -23,8 +23,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.keys import SeedKeys, round_key
+from nlbandit.core.keys import SeedKeys
 from nlbandit.core.types import Env, Feedback, Policy, to_dtype
+
+
+def round_key(stream: jax.Array, t: Any) -> jax.Array:
+    """The key of round ``t`` in a stream: ``fold_in(stream, t)``, so the draws of round ``t`` do not depend on
+    how the horizon is cut into chunks (resumed runs are bit-identical to uninterrupted ones), and the host
+    rounds' draw blocks (:mod:`nlbandit.host.draws`) and the agent's redraws derive theirs from it."""
+    return jax.random.fold_in(stream, t)
 
 
 class Outcome(NamedTuple):
@@ -49,7 +56,7 @@ def prepare(policy: Policy, params: Any, state: Any, stream: jax.Array, arms: ja
     itself for the others."""
     if policy.prepare is None:
         return state
-    return policy.prepare(params, state, round_key(stream, 1), to_dtype(arms, policy.dtype), mask)
+    return policy.prepare(params, state, round_key(stream, 1), to_dtype(arms, policy.meta.dtype), mask)
 
 
 def pass_order(keys: SeedKeys, passes: int, n: int) -> jax.Array:
@@ -69,7 +76,7 @@ def act(policy: Policy, params: Any, state: Any, stream: jax.Array, contexts: ja
     round ``t``, or of ``draw`` where the loop numbers its draws otherwise (replay draws one per logged event
     read, accepted or not); the contexts cast to the policy's dtype."""
     key = round_key(stream, t if draw is None else draw)
-    return policy.act(params, state, key, to_dtype(contexts, policy.dtype), mask, t)
+    return policy.act(params, state, key, to_dtype(contexts, policy.meta.dtype), mask, t)
 
 
 def pull(env: Env, env_state: Any, keys: SeedKeys, t: Any, contexts: jax.Array, arm: jax.Array) -> Feedback:
@@ -81,8 +88,8 @@ def update(policy: Policy, params: Any, state: Any, stream: jax.Array, contexts:
            feedback: Feedback, t: Any) -> Any:
     """The policy's state after learning ``feedback`` on ``arm`` in round ``t``, from ``stream`` (a seed's
     ``policy_update``); contexts and feedback cast to the policy's dtype."""
-    return policy.update(params, state, round_key(stream, t), to_dtype(contexts, policy.dtype), arm,
-                         to_dtype(feedback, policy.dtype), t)
+    return policy.update(params, state, round_key(stream, t), to_dtype(contexts, policy.meta.dtype), arm,
+                         to_dtype(feedback, policy.meta.dtype), t)
 
 
 def play(env: Env, policy: Policy, params: Any, keys: SeedKeys, env_state: Any, state: Any,

@@ -26,7 +26,7 @@ from nlbandit.core.keys import seed_keys
 from nlbandit.core.memory import check_memory, tree_bytes
 from nlbandit.core.params import as_params
 from nlbandit.core.round import observe, play, start
-from nlbandit.core.types import Env, Policy, to_dtype
+from nlbandit.core.types import Env, Policy, healthy, to_dtype
 
 NUMERICS = 1
 """Version of the numbers the bandit engine computes: bump it when they change on purpose (their golden
@@ -130,16 +130,15 @@ class SimResult:
 
 def _one_seed(env: Env, policy: Policy):
     """(params, keys, env_state, policy_state, ts) -> (policy_state, (regret, reward, arm, healthy)) for one
-    seed: :func:`nlbandit.core.round.play` over the rounds ``ts`` (``healthy``: :attr:`Policy.healthy` after
-    each round's update, True without one)."""
+    seed: :func:`nlbandit.core.round.play` over the rounds ``ts`` (``healthy``:
+    :func:`~nlbandit.core.types.healthy` after each round's update)."""
 
     def run(params, keys, env_state, state, ts):
-        params = to_dtype(params, policy.dtype)
+        params = to_dtype(params, policy.meta.dtype)
 
         def body(state, t):
             state, out = play(env, policy, params, keys, env_state, state, t)
-            healthy = jnp.asarray(True) if policy.healthy is None else policy.healthy(state)
-            return state, (out.regret, out.reward, out.arm, healthy)
+            return state, (out.regret, out.reward, out.arm, healthy(state))
 
         return jax.lax.scan(body, state, ts)
 
@@ -151,7 +150,7 @@ def _initial_state(env: Env, policy: Policy):
     preparing on round 1's arms)."""
 
     def initial(params, keys, env_state):
-        return start(policy, to_dtype(params, policy.dtype), keys.policy_init, *observe(env, env_state, keys, 1))
+        return start(policy, to_dtype(params, policy.meta.dtype), keys.policy_init, *observe(env, env_state, keys, 1))
 
     return initial
 
@@ -214,7 +213,7 @@ def simulate(
       env, policy: the environment and policy (see :mod:`nlbandit.core.types`).
       params: the policy's traced hyperparameters: its params record (as
         :func:`~nlbandit.policies.registry.make_policy` returns it) or a dict of the same fields (converted
-        to the record, :attr:`Policy.params_type`); with ``grid=True`` every leaf has a leading axis G
+        to the record, :attr:`PolicyMeta.params_type`); with ``grid=True`` every leaf has a leading axis G
         and the grid points are run side by side (common random numbers: all see the same instances and
         noise).
       horizon: number of rounds T ≥ 1; omitted, the horizon the policy was built for (its ``spec``).
@@ -236,7 +235,7 @@ def simulate(
         leading length G >= 1; ``resume`` from a call with other shapes; or the policy cannot run on the
         environment (:func:`~nlbandit.core.compat.check_compatible`: sizes, horizon, arm set, noise level,
         rewards). After a chunk, when a round had no available arm or a non-finite mean or reward, or
-        left the policy unhealthy (:attr:`Policy.healthy`: a diverged training).
+        left the policy unhealthy (:func:`~nlbandit.core.types.healthy`: a diverged training).
       ConfigError (a ``ValueError``): before anything is compiled, when the run's arrays need more than this
         machine's memory (:func:`~nlbandit.core.memory.check_memory`, naming the parts).
     """
@@ -245,9 +244,9 @@ def simulate(
         return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
     if horizon is None:
-        if policy.spec is None or not policy.spec.horizon:
+        if policy.meta.spec is None or not policy.meta.spec.horizon:
             raise ValueError("horizon: give the number of rounds (the policy was not built for one)")
-        horizon = policy.spec.horizon
+        horizon = policy.meta.spec.horizon
     if seeds is None:
         raise ValueError("seeds must be given: a sequence of integer seeds, one per repetition")
     if not integer(horizon) or not 1 <= horizon <= 2**31 - 1:
@@ -255,8 +254,8 @@ def simulate(
     for name, value in (("chunk_size", chunk_size), ("max_points", max_points)):
         if not integer(value) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    check_compatible(policy, env, policy.spec, horizon)
-    params = as_params(policy.params_type, params)
+    check_compatible(policy, env, policy.meta.spec, horizon)
+    params = as_params(policy.meta.params_type, params)
     try:
         seed_list = list(np.asarray(seeds).tolist() if isinstance(seeds, (np.ndarray, jax.Array)) else seeds)
     except TypeError:  # a single number
@@ -292,8 +291,8 @@ def simulate(
                                                                                      env_shapes)),
         "a chunk's per-round outputs": lanes * min(chunk_size, horizon) * 21,
         "chosen arms and curves on the host": lanes * (4 * horizon + 16 * len(recorded_rounds(horizon, max_points))),
-    }, f"simulating policy '{policy.name}' on environment '{env.name}' ({lanes} seed(s) and grid points × {horizon} "
-       "rounds)", "simulate")
+    }, f"simulating policy '{policy.meta.name}' on environment '{env.name}' ({lanes} seed(s) and grid points × "
+       f"{horizon} rounds)", "simulate")
 
     t0 = time.perf_counter()
     env_states = programs.reset(keys.env_reset)
@@ -332,13 +331,14 @@ def simulate(
             programs.chunks[signature] = programs.run.lower(params, keys, env_states, states, ts).compile()
             prog.compile_s += time.perf_counter() - c0
         c0 = time.perf_counter()
-        states, (regret, reward, arm, healthy) = programs.chunks[signature](params, keys, env_states, states, ts)
-        regret, reward, arm, healthy = jax.device_get((regret, reward, arm, healthy))
-        if not healthy.all():  # checked on the host, after the chunk
-            at = tuple(np.argwhere(~healthy)[0])
+        states, (regret, reward, arm, sound) = programs.chunks[signature](params, keys, env_states, states, ts)
+        regret, reward, arm, sound = jax.device_get((regret, reward, arm, sound))
+        if not sound.all():  # checked on the host, after the chunk
+            at = tuple(np.argwhere(~sound)[0])
             point = jax.tree.map(lambda a: (np.asarray(a)[at[0]] if grid else np.asarray(a)).tolist(), params)
-            raise ValueError(f"policy '{policy.name}', seed {seed_list[at[-2]]}" + (f" (grid point {at[0]})" if grid
-                             else "") + f", round {prog.t_done + at[-1] + 1}: its state became non-finite (training "
+            raise ValueError(f"policy '{policy.meta.name}', seed {seed_list[at[-2]]}"
+                             + (f" (grid point {at[0]})" if grid else "")
+                             + f", round {prog.t_done + at[-1] + 1}: its state became non-finite (training "
                              f"diverged) with params {point}; use a smaller step size or rescale the "
                              "features")
         finite = np.isfinite(regret) & np.isfinite(reward)

@@ -144,56 +144,64 @@ class ActInfo(NamedTuple):
     probability: Array
 
 
-class Policy(NamedTuple):
-    """A bandit policy as pure functions.
+class PolicyMeta(NamedTuple):
+    """What a policy is and what it needs, beside its functions.
 
     Attributes:
       name: registry name.
+      requires: what the policy needs from an environment (:class:`Requirements`).
+      dtype: the floating type of the policy's state and arithmetic, ``"float64"`` (the default: the
+        incremental inverses of the linear and GLM policies need it, see :mod:`nlbandit.models.ridge`) or
+        ``"float32"`` (neural models). The engine hands the policy its params, contexts and feedback in
+        this type (:func:`to_dtype`); the environment's means and the regret stay float64.
+      max_horizon: the most rounds the state can hold (policies with fixed-size history buffers), or
+        ``None`` when unbounded; :func:`~nlbandit.core.simulate.simulate` refuses longer runs.
+      spec: the sizes it was built for (set by :func:`~nlbandit.policies.registry.make_policy`; checked
+        against the environment's by :func:`~nlbandit.core.simulate.simulate`), or None.
+      params_type: the params record class (:mod:`nlbandit.core.params`) of a registered policy (set by
+        :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
+        a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
+        params pass as given.
+    """
+
+    name: str
+    requires: Requirements = Requirements()
+    dtype: str = "float64"
+    max_horizon: int | None = None
+    spec: ProblemSpec | None = None
+    params_type: type | None = None
+
+
+class Policy(NamedTuple):
+    """A bandit policy as pure functions.
+
+    What only some consumers need (a health check for the engine, a resampling of the update's draw for the
+    agent's probabilities) is declared on the family's :class:`~nlbandit.policies.entry.PolicyEntry`, not here.
+
+    Attributes:
       init: ``init(params, key) -> state``.
       act: ``act(params, state, key, contexts, mask, t) -> (arm, info)``: index of the chosen arm (an
         available one; ties broken uniformly at random) and its :class:`ActInfo`.
       update: ``update(params, state, key, contexts, arm, feedback, t) -> state``: learn from the chosen
         arm (its index into ``contexts`` (K, d)) and its :class:`Feedback`.
-      max_horizon: the most rounds the state can hold (policies with fixed-size history buffers), or
-        ``None`` when unbounded; :func:`~nlbandit.core.simulate.simulate` refuses longer runs.
+      meta: its name, requirements, precision, horizon and sizes (:class:`PolicyMeta`).
       prepare: ``prepare(params, state, key, arms, mask) -> state``, or ``None``: called once after
         ``init`` with the arm set of round 1 (per-arm statistics, an initial design).
-      requires: what the policy needs from an environment (:class:`Requirements`).
-      spec: the sizes it was built for (set by :func:`~nlbandit.policies.registry.make_policy`; checked
-        against the environment's by :func:`~nlbandit.core.simulate.simulate`), or None.
-      dtype: the floating type of the policy's state and arithmetic, ``"float64"`` (the default: the
-        incremental inverses of the linear and GLM policies need it, see :mod:`nlbandit.models.ridge`) or
-        ``"float32"`` (neural models). The engine hands the policy its params, contexts and feedback in
-        this type (:func:`to_dtype`); the environment's means and the regret stay float64.
-      healthy: ``healthy(state) -> bool``, or ``None``: False once the state can no longer be trusted (a
-        neural network whose training diverged to non-finite weights); checked by the engine after every
-        round's update, which then stops with an error naming the policy, the seed and the round.
-      params_type: the params record class (:mod:`nlbandit.core.params`) of a registered policy (set by
-        :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
-        a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
-        params pass as given.
-      draws_in_update: the update draws randomness that the next decisions depend on (a Thompson sample, a
-        fit to perturbed rewards), so redrawing ``act`` alone does not redraw the decision: the online agent
-        estimates such a policy's probabilities through ``resample``, or not at all
-        (:class:`~nlbandit.agent.Agent`).
-      resample: ``resample(params, state, key) -> state``, or ``None``: the state after an update with its
-        random draw redone from ``key`` (the estimate refitted or resampled from the stored data), for a
-        policy with ``draws_in_update``.
     """
 
-    name: str
     init: Callable[[PyTree, Array], PyTree]
     act: Callable[[PyTree, PyTree, Array, Array, Array, Array], tuple[Array, ActInfo]]
     update: Callable[[PyTree, PyTree, Array, Array, Array, Feedback, Array], PyTree]
-    max_horizon: int | None = None
+    meta: PolicyMeta
     prepare: Callable[[PyTree, PyTree, Array, Array, Array], PyTree] | None = None
-    requires: Requirements = Requirements()
-    spec: ProblemSpec | None = None
-    dtype: str = "float64"
-    healthy: Callable[[PyTree], Array] | None = None
-    params_type: type | None = None
-    draws_in_update: bool = False
-    resample: Callable[[PyTree, PyTree, Array], PyTree] | None = None
+
+
+def healthy(state: PyTree) -> Array:
+    """False once a policy's state can no longer be trusted (a neural network whose training diverged to
+    non-finite weights): the state's own ``healthy()`` where its type declares one (the family declares it on
+    its state record), else True. The engine checks it after every round's update."""
+    check = getattr(type(state), "healthy", None)
+    return jnp.asarray(True) if check is None else check(state)
 
 
 def to_dtype(tree: PyTree, dtype: str) -> PyTree:

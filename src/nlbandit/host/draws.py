@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.keys import round_key
+from nlbandit.core.round import round_key
 
 BLOCK = 256
 """Rounds whose draws one jitted call computes."""

@@ -299,9 +299,9 @@ def host_round(policy: Policy, config: dict[str, Any]) -> HostRound | None:
     """The host round of ``policy`` (resolved ``config``), or None where it has none: a policy not in
     :data:`HOST_ROUNDS`, a float32 policy, and for the GLM policies the history layout, solvers other than
     Newton and the theory widths or scales (those run the jitted round)."""
-    if config["name"] not in HOST_ROUNDS or policy.dtype != "float64":
+    if config["name"] not in HOST_ROUNDS or policy.meta.dtype != "float64":
         return None
     if "backend" in config and (config["backend"], config["solver"], config.get("width", config.get("scale"))) != (
             "arms", "newton", "constant"):
         return None
-    return HOST_ROUNDS[config["name"]](config, policy.spec)
+    return HOST_ROUNDS[config["name"]](config, policy.meta.spec)

@@ -47,7 +47,7 @@ class BanditLoop(Loop):
     def resolve_series(self, policy, env, series_env, horizon, where):
         """The policy resolved, adapted to the environment (e.g. its link) and checked against it."""
         resolved = check_policy_env(resolve_policy(policy, where), make_env(**env), horizon, where)
-        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].max_horizon is not None
+        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
         return env, resolved, history
 
     def split(self, policy):

@@ -66,7 +66,7 @@ class ReplayLoop(Loop):
     def resolve_series(self, policy, env, series_env, horizon, where):
         """The policy resolved and checked against the data's sizes and reward range."""
         resolved = check_policy_env(resolve_policy(policy, where), _facts_env(env), horizon, where)
-        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].max_horizon is not None
+        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
         return env, resolved, history
 
     def split(self, policy):

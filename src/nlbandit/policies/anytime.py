@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError, Hyper
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.types import Policy, ProblemSpec, healthy
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.theory import doubling_schedule, epoch_models, epoch_sigma_r
 
@@ -62,6 +62,10 @@ class AnytimeState(NamedTuple):
     mask: jax.Array
     resume: object = None
 
+    def healthy(self) -> jax.Array:
+        """The base state's check (:func:`~nlbandit.core.types.healthy`)."""
+        return healthy(self.base)
+
 
 def epoch_table(t0: int, b: float, horizon: int, schedule: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(last round of every epoch but the final one, {hyperparameter: per-epoch values})."""
@@ -81,18 +85,25 @@ def _select(pred: jax.Array, new, old):
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), new, old)
 
 
+def _epoch_params(t0: int, b: float, horizon: int, schedule: str, dtype: str):
+    """``epoch_params(params, epoch)``: the base's params in ``epoch`` (the schedule's values in the base's
+    float type; ``params`` a record of a registered policy or the dict of a hand-built one)."""
+    table = {name: jnp.asarray(v, dtype) for name, v in epoch_table(t0, b, horizon, schedule)[1].items()}
+
+    def epoch_params(params, epoch):
+        values = {name: v[epoch] for name, v in table.items()}
+        return params._replace(**values) if hasattr(params, "_replace") else {**params, **values}
+
+    return epoch_params
+
+
 def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none", k: int = 1,
             d: int = 1, warmup_scope: str = "epoch") -> Policy:
     """Wrap ``base`` in the doubling trick (module docstring); ``k``, ``d`` size the stored arm set.
     ``warmup_scope="once"`` needs a base whose state has a ``warmup`` (:class:`~nlbandit.policies.warmup.Warmup`)."""
     once = warmup_scope == "once"
-    ends, table = epoch_table(t0, b, horizon, schedule)
-    ends_j = jnp.asarray(ends)
-    table_j = {name: jnp.asarray(v, base.dtype) for name, v in table.items()}  # in the base's float type
-
-    def epoch_params(params, epoch):  # a params record (registered policies) or a dict (hand-built ones)
-        values = {name: v[epoch] for name, v in table_j.items()}
-        return params._replace(**values) if hasattr(params, "_replace") else {**params, **values}
+    ends_j = jnp.asarray(epoch_table(t0, b, horizon, schedule)[0])
+    epoch_params = _epoch_params(t0, b, horizon, schedule, base.meta.dtype)
 
     def fresh(params, epoch, key, arms, mask):
         k_init, k_prep = jax.random.split(key)
@@ -103,11 +114,11 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
     def init(params, key):
         zero = jnp.zeros((), jnp.int32)
         state = base.init(epoch_params(params, zero), key)
-        return AnytimeState(zero, zero, state, jnp.zeros((k, d), base.dtype), jnp.ones((k,), bool),
+        return AnytimeState(zero, zero, state, jnp.zeros((k, d), base.meta.dtype), jnp.ones((k,), bool),
                             state if once else None)
 
     def prepare(params, state, key, arms, mask):
-        arms = arms.astype(base.dtype)
+        arms = arms.astype(base.meta.dtype)
         return state._replace(base=fresh(params, state.epoch, key, arms, mask), arms=arms, mask=mask)
 
     def act(params, state, key, contexts, mask, t):
@@ -136,12 +147,7 @@ def anytime(base: Policy, t0: int, b: float, horizon: int, schedule: str = "none
 
         return jax.lax.cond(jnp.any(ends_j == t), restart, lambda s: s, state)
 
-    healthy = None if base.healthy is None else (lambda state: base.healthy(state.base))
-    resample = None if base.resample is None else (
-        lambda params, state, key: state._replace(base=base.resample(epoch_params(params, state.epoch), state.base,
-                                                                     key)))
-    return Policy(f"{base.name}@anytime", init, act, update, base.max_horizon, prepare, base.requires, dtype=base.dtype,
-                  healthy=healthy, draws_in_update=base.draws_in_update, resample=resample)
+    return Policy(init, act, update, base.meta._replace(name=base.meta.name + SUFFIX), prepare)
 
 
 SUFFIX = "@anytime"
@@ -160,10 +166,24 @@ def anytime_entry(base: PolicyEntry) -> PolicyEntry:
     """``<base>@anytime``: the registered policy ``base`` under the doubling trick (module docstring)."""
     names = {h.name for h in base.hypers}
 
-    def make(spec: ProblemSpec, t0: int, b: float, schedule: str, warmup_scope: str, **static: Any) -> Policy:
+    def base_static(spec: ProblemSpec, t0: int, b: float, schedule: str, static: dict[str, Any]) -> dict[str, Any]:
         if schedule == "sun2025":  # the base holds the largest ensemble of any epoch; `m` is ignored
-            static["m"] = int(epoch_table(t0, b, spec.horizon, schedule)[1]["m_used"].max())
-        return anytime(base.make(spec, **static), t0, b, spec.horizon, schedule, spec.k, spec.d, warmup_scope)
+            return {**static, "m": int(epoch_table(t0, b, spec.horizon, schedule)[1]["m_used"].max())}
+        return static
+
+    def make(spec: ProblemSpec, t0: int, b: float, schedule: str, warmup_scope: str, **static: Any) -> Policy:
+        return anytime(base.make(spec, **base_static(spec, t0, b, schedule, static)), t0, b, spec.horizon, schedule,
+                       spec.k, spec.d, warmup_scope)
+
+    def resample(spec: ProblemSpec, t0: int, b: float, schedule: str, warmup_scope: str, **static: Any):
+        static = base_static(spec, t0, b, schedule, static)
+        redraw = base.resample(spec, **static)
+        epoch_params = _epoch_params(t0, b, spec.horizon, schedule, base.make(spec, **static).meta.dtype)
+
+        def resample_epoch(params, state, key):
+            return state._replace(base=redraw(epoch_params(params, state.epoch), state.base, key))
+
+        return resample_epoch
 
     def finalize(values: dict[str, Any]) -> dict[str, Any]:
         if values["schedule"] == "sun2025" and not {"m", "sigma_r"} <= names:
@@ -183,4 +203,5 @@ def anytime_entry(base: PolicyEntry) -> PolicyEntry:
     return PolicyEntry(base.name + SUFFIX, make, base.hypers + _HYPERS,
                        f"{base.doc}, anytime (doubling trick, full restarts; schedule sun2025 overrides m and "
                        "σ_R)", finalize, base.check, base.adapt, base.boundary, base.modules(),
-                       lambda spec: {**(base.test_hypers(spec) if base.test_hypers else {}), "t0": 10})
+                       lambda spec: {**(base.test_hypers(spec) if base.test_hypers else {}), "t0": 10},
+                       draws_in_update=base.draws_in_update, resample=None if base.resample is None else resample)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nlbandit.core.hyper import Hyper
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec
 from nlbandit.models.ridge import ridge_init, ridge_theta, ridge_update
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose, epsilon_greedy, uniform_arm
@@ -30,7 +30,7 @@ def uniform(spec: ProblemSpec) -> Policy:
     def update(params, state, key, contexts, arm, feedback, t):
         return state
 
-    return Policy("uniform", init, act, update)
+    return Policy(init, act, update, PolicyMeta("uniform"))
 
 
 def ridge_learn(params, state, key, contexts, arm, feedback, t):
@@ -49,7 +49,7 @@ def greedy(spec: ProblemSpec) -> Policy:
         arm, p = choose(key, scores, mask)
         return arm, act_info(scores[arm], 0.0, p)
 
-    return Policy("greedy", init, act, ridge_learn)
+    return Policy(init, act, ridge_learn, PolicyMeta("greedy"))
 
 
 def eps_greedy(spec: ProblemSpec) -> Policy:
@@ -63,7 +63,7 @@ def eps_greedy(spec: ProblemSpec) -> Policy:
         arm, p = epsilon_greedy(key, scores, mask, params.epsilon)
         return arm, act_info(scores[arm], 0.0, p)
 
-    return Policy("eps-greedy", init, act, ridge_learn)
+    return Policy(init, act, ridge_learn, PolicyMeta("eps-greedy"))
 
 
 ENTRIES = (

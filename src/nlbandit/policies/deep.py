@@ -37,7 +37,7 @@ import optax
 
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import newton_solve
 from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity, history_noise
 from nlbandit.models.links import LINKS
@@ -97,6 +97,10 @@ class TrainedNet(NamedTuple):
     opt: Any
     window: Window
 
+    def healthy(self) -> jax.Array:
+        """Whether every weight is finite (the engine's check, :func:`~nlbandit.core.types.healthy`)."""
+        return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(leaf)) for leaf in self.net]))
+
 
 def _adam(params) -> optax.GradientTransformation:
     """Adam with Keras's constants, as float32 arrays: optax's bias corrections 1 − βᵗ are then float32
@@ -127,11 +131,6 @@ def _learn(setup: DeepSetup, params, model: TrainedNet, key: jax.Array | None, x
     return TrainedNet(optax.apply_updates(model.net, updates), opt, w)
 
 
-def _finite(net: ShallowNet) -> jax.Array:
-    """Whether every weight of ``net`` is finite (the policies' ``healthy``)."""
-    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(leaf)) for leaf in net]))
-
-
 def _deep(name: str, spec: ProblemSpec, perturbed: bool, hidden: int, activation: str, batch: int) -> Policy:
     setup = DeepSetup(spec, hidden, activation, batch)
 
@@ -149,9 +148,7 @@ def _deep(name: str, spec: ProblemSpec, perturbed: bool, hidden: int, activation
     def update(params, state, key, contexts, arm, feedback, t):
         return _learn(setup, params, state, key if perturbed else None, contexts[arm], feedback.reward)
 
-    # the weights carry every step's noise: no cheap redraw of it (draws_in_update without resample)
-    return Policy(name, init, act, update, requires=Requirements(reward_range=_LOGISTIC.reward_range), dtype=F32,
-                  healthy=lambda state: _finite(state.net), draws_in_update=perturbed)
+    return Policy(init, act, update, PolicyMeta(name, Requirements(reward_range=_LOGISTIC.reward_range), F32))
 
 
 def deep_fpl(spec: ProblemSpec, hidden: int = 50, activation: str = "relu", batch: int = 32) -> Policy:
@@ -189,6 +186,11 @@ class RepState(NamedTuple):
     raw: jax.Array
     rows: Rows
     theta: jax.Array
+
+    def healthy(self) -> jax.Array:
+        """Whether the network's weights and θ̃ are finite (the engine's check,
+        :func:`~nlbandit.core.types.healthy`)."""
+        return self.model.healthy() & jnp.all(jnp.isfinite(self.theta))
 
 
 def exploration_rounds(fraction: float, horizon: int) -> int:
@@ -238,17 +240,11 @@ def rep_glm_fpl(spec: ProblemSpec, hidden: int = 50, activation: str = "relu", b
         exact = exploring | (params.a == 0)
         return arm, act_info(jnp.where(exploring, jnp.nan, scores[arm]), jnp.nan, jnp.where(exact, p, jnp.nan))
 
-    def perturbed_fit(params, rows, key, theta0, max_iter):
-        """θ̃ after at most ``max_iter`` Newton steps from ``theta0`` on the history's rewards, each
-        perturbed by fresh N(0, a²) noise."""
-        targets = rows.y + params.a * history_noise(key, rows.count, capacity, F32)
-        return newton_solve(_LOGISTIC, rows.x, rows.n, targets, params.lam, theta0, max_iter=max_iter,
-                            active=(rows.count, HISTORY_BLOCK)).theta
-
     def switch(params, state, key):
         x = state.rows.x.at[:explore].set(embedding(state.model.net, state.raw, activation))
         rows = state.rows._replace(x=x)
-        return state._replace(rows=rows, theta=perturbed_fit(params, rows, key, state.theta, SWITCH_NEWTON_STEPS))
+        theta = _perturbed_fit(capacity, params, rows, key, state.theta, SWITCH_NEWTON_STEPS)
+        return state._replace(rows=rows, theta=theta)
 
     def exploring_update(params, state, key, x, arm, y, t):
         raw = state.raw.at[state.rows.count].set(x)
@@ -258,27 +254,40 @@ def rep_glm_fpl(spec: ProblemSpec, hidden: int = 50, activation: str = "relu", b
 
     def glm_fpl_update(params, state, key, x, arm, y, t):
         rows = add_row(state.rows, embedding(state.model.net, x, activation), arm, y, per_arm=False)
-        return state._replace(rows=rows, theta=perturbed_fit(params, rows, key, state.theta, newton_steps))
+        return state._replace(rows=rows, theta=_perturbed_fit(capacity, params, rows, key, state.theta, newton_steps))
 
     def update(params, state, key, contexts, arm, feedback, t):
         # t is the same for every seed of a batch, so under vmap the cond still runs one branch
         return jax.lax.cond(t <= explore, exploring_update, glm_fpl_update, params, state, key, contexts[arm], arm,
                             feedback.reward, t)
 
+    return Policy(init, act, update, PolicyMeta("rep-glm-fpl", Requirements(reward_range=_LOGISTIC.reward_range), F32,
+                                                spec.horizon))
+
+
+def _perturbed_fit(capacity: int, params, rows, key: jax.Array, theta0: jax.Array, max_iter: int) -> jax.Array:
+    """θ̃ after at most ``max_iter`` Newton steps from ``theta0`` on the history's rewards, each perturbed by
+    fresh N(0, a²) noise."""
+    targets = rows.y + params.a * history_noise(key, rows.count, capacity, F32)
+    return newton_solve(_LOGISTIC, rows.x, rows.n, targets, params.lam, theta0, max_iter=max_iter,
+                        active=(rows.count, HISTORY_BLOCK)).theta
+
+
+def _rep_resample(spec: ProblemSpec, hidden: int, activation: str, batch: int, explore_fraction: float,
+                  newton_steps: int):
+    """repGLM-FPL's ``resample`` (:attr:`~nlbandit.policies.entry.PolicyEntry.resample`): θ̃ refitted with
+    fresh noise, warm-started at the current θ̃ (the update starts from the previous one: with at most
+    ``newton_steps`` steps the law is that of the update only approximately); the exploration phase draws
+    nothing here (its probabilities are exact)."""
+    explore = exploration_rounds(explore_fraction, spec.horizon)
+    capacity = history_capacity(spec.horizon)
+
     def resample(params, state, key):
-        """θ̃ refitted with fresh noise, warm-started at the current θ̃ (the update starts from the previous
-        one: with at most ``newton_steps`` steps the law is that of the update only approximately); the
-        exploration phase draws nothing here (its probabilities are exact)."""
         fitted = state.rows.count >= explore  # the switch (end of round E) fitted the first θ̃
-        return state._replace(theta=jnp.where(fitted, perturbed_fit(params, state.rows, key, state.theta,
-                                                                    newton_steps), state.theta))
+        return state._replace(theta=jnp.where(fitted, _perturbed_fit(capacity, params, state.rows, key, state.theta,
+                                                                     newton_steps), state.theta))
 
-    def healthy(state):
-        return _finite(state.model.net) & jnp.all(jnp.isfinite(state.theta))
-
-    return Policy("rep-glm-fpl", init, act, update, max_horizon=spec.horizon,
-                  requires=Requirements(reward_range=_LOGISTIC.reward_range), dtype=F32, healthy=healthy,
-                  draws_in_update=True, resample=resample)
+    return resample
 
 
 def _check_rep(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
@@ -302,7 +311,9 @@ _NETWORK = (
 ENTRIES = (
     PolicyEntry("deep-fpl", deep_fpl,
                 _NETWORK + (Hyper("a", 1.0, "perturbation std a of the training targets (the paper: 1)", low=0.0),),
-                "DeepFPL (Kveton et al. 2020): one Adam step per round on the latest rewards + fresh N(0, a²)"),
+                "DeepFPL (Kveton et al. 2020): one Adam step per round on the latest rewards + fresh N(0, a²)",
+                # the weights carry every step's noise: no cheap redraw of it (no resample)
+                draws_in_update=True),
     PolicyEntry("deep-fl", deep_fl, _NETWORK, "DeepFL (Kveton et al. 2020): DeepFPL with a = 0 (follow the leader)"),
     PolicyEntry("rep-glm-fpl", rep_glm_fpl,
                 _NETWORK + (
@@ -315,5 +326,5 @@ ENTRIES = (
                     Hyper("lam", 1.0, "ridge λ of GLM-FPL's MLE (spec 002 §7.3)", low=0.0, low_open=True),
                 ),
                 "repGLM-FPL (Kveton et al. 2020): uniform exploration training the network, then GLM-FPL on "
-                "its hidden layer", check=_check_rep),
+                "its hidden layer", check=_check_rep, draws_in_update=True, resample=_rep_resample),
 )

@@ -40,6 +40,16 @@ class PolicyEntry:
       test_hypers: ``test_hypers(spec) -> {hyperparameter: value}``, the small, fast configuration that
         :func:`nlbandit.testing.check_policy` runs on the sizes ``spec`` (e.g. a warm-up that fits its short
         horizon), or None for the defaults.
+      healthy: ``healthy(state) -> bool``, or ``None``: False once the state can no longer be trusted (a
+        neural network whose training diverged to non-finite weights); the engine checks it after every
+        round's update and then stops with an error naming the policy, the seed and the round.
+      draws_in_update: the update draws randomness that the next decisions depend on (a Thompson sample, a
+        fit to perturbed rewards), so redrawing ``act`` alone does not redraw the decision: the online agent
+        estimates such a policy's probabilities through ``resample``, or not at all
+        (:class:`~nlbandit.agent.Agent`).
+      resample: ``resample(spec, **static_hyperparameters) -> fn``, called like ``make``, or ``None``; ``fn(
+        params, state, key) -> state`` is the state after an update with its random draw redone from ``key``
+        (the estimate refitted or resampled from the stored data), for a policy with ``draws_in_update``.
     """
 
     name: str
@@ -52,6 +62,9 @@ class PolicyEntry:
     boundary: tuple[str, ...] = ()
     wraps: tuple[str, ...] = ()
     test_hypers: Callable[[ProblemSpec], dict[str, Any]] | None = None
+    healthy: Callable[[Any], Any] | None = None
+    draws_in_update: bool = False
+    resample: Callable[..., Callable[[Any, Any, Any], Any]] | None = None
 
     def modules(self) -> tuple[str, ...]:
         """The modules that define the policy's computation (for :mod:`nlbandit.provenance`)."""

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from nlbandit import theory
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import ensemble_newton_solve, glm_hessian, gd_solve, newton_solve
 from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity, history_noise
 from nlbandit.models.links import LINKS
@@ -133,12 +133,11 @@ def _fit(setup: Setup, params, rows: Rows, targets: jax.Array, theta0: jax.Array
 
 
 def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, gram: bool = False,
-            exact: bool = False, resample=None) -> Policy:
+            exact: bool = False) -> Policy:
     """A GLM policy from ``score(params, state, key, contexts) -> (scores (K,), bonus (K,) or None)`` and
     ``refit(params, state, key) -> state`` (called after every observation). ``exact``: the argmax of the
     scores is the whole decision (no sampling), so its probability is 1/|tied arms|; planned warm-up pulls
-    have probability 1. ``resample``: :attr:`~nlbandit.core.types.Policy.resample`, for a refit that draws
-    the next decision's randomness."""
+    have probability 1."""
 
     def init(params, key):
         return _init_state(setup, params, targets)
@@ -161,9 +160,8 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
         return refit(params, state, k_fit)
 
     history = setup.backend == "history"
-    return Policy(name, init, act, update, max_horizon=setup.spec.horizon if history else None,
-                  prepare=_prepare(setup), requires=glm_requirements(setup), draws_in_update=resample is not None,
-                  resample=resample)
+    meta = PolicyMeta(name, glm_requirements(setup), max_horizon=setup.spec.horizon if history else None)
+    return Policy(init, act, update, meta, _prepare(setup))
 
 
 def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
@@ -269,20 +267,27 @@ def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
     whose exploration is on the mean and the rewards, still learn. Rescale the features or raise λ with them.
     """
     setup = glm_setup(spec, **options)
-    link = LINKS[setup.link]
-
-    def sample(params, state, key):
-        """θ̃ ~ N(θ̄, a² H⁻¹) around the stored MLE θ̄ (``center``)."""
-        h = glm_hessian(link, state.center, state.rows.x, state.rows.n, params.lam,
-                        None if setup.backend == "arms" else (state.rows.count, HISTORY_BLOCK))
-        chol = jnp.linalg.cholesky(h)
-        step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (spec.d,)), lower=False)
-        return state._replace(theta=state.center + _scale_a(setup, params, scale, False) * step)
+    sample = _tsl_sample(setup, scale)
 
     def refit(params, state, key):
         return sample(params, state._replace(center=_fit(setup, params, state.rows, state.rows.y, state.center)), key)
 
-    return _policy("glm-tsl", setup, _sampled_theta, refit, resample=sample)
+    return _policy("glm-tsl", setup, _sampled_theta, refit)
+
+
+def _tsl_sample(setup: Setup, scale: str):
+    """GLM-TSL's draw θ̃ ~ N(θ̄, a² H⁻¹) around the stored MLE θ̄ (``center``): its update's last step, and
+    its ``resample`` (:attr:`~nlbandit.policies.entry.PolicyEntry.resample`)."""
+    link = LINKS[setup.link]
+
+    def sample(params, state, key):
+        h = glm_hessian(link, state.center, state.rows.x, state.rows.n, params.lam,
+                        None if setup.backend == "arms" else (state.rows.count, HISTORY_BLOCK))
+        chol = jnp.linalg.cholesky(h)
+        step = jax.scipy.linalg.solve_triangular(chol.T, normal(key, (setup.spec.d,)), lower=False)
+        return state._replace(theta=state.center + _scale_a(setup, params, scale, False) * step)
+
+    return sample
 
 
 def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", **options) -> Policy:
@@ -298,6 +303,12 @@ def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", *
     at the current θ̃: the same argmin with Newton; with ``solver="gd"`` the law only approximately).
     """
     setup = glm_setup(spec, **options)
+    return _policy(name, setup, _argmax_theta, _fpl_refit(setup, scale))
+
+
+def _fpl_refit(setup: Setup, scale: str):
+    """GLM-FPL's update step, the fit to freshly perturbed rewards: also its ``resample``
+    (:attr:`~nlbandit.policies.entry.PolicyEntry.resample`)."""
 
     def refit(params, state, key):
         rows = state.rows
@@ -308,7 +319,7 @@ def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", *
             noise = history_noise(key, rows.count, setup.capacity)
         return state._replace(theta=_fit(setup, params, rows, rows.y + a * noise, state.theta))
 
-    return _policy(name, setup, _argmax_theta, refit, resample=refit)
+    return refit
 
 
 def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
@@ -415,8 +426,13 @@ def _check_glm(config: dict[str, Any], env: Env, horizon: int, where: str) -> No
         raise ConfigError(f"{where}: field 'warmup_rounds' must be >= 1 with warmup = '{config['warmup']}'")
 
 
-def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, **defaults: Any) -> PolicyEntry:
+def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, redraw=None,
+           **defaults: Any) -> PolicyEntry:
+    """A GLM family entry; ``redraw(setup, scale)``: the update's random step, for the entry's ``resample``."""
     extra = {} if finalize is None else {"finalize": finalize}
+    if redraw is not None:
+        extra.update(draws_in_update=True,
+                     resample=lambda spec, scale, **options: redraw(glm_setup(spec, **options), scale))
     return PolicyEntry(name, make, own + _glm_hypers(**defaults), doc, check=_check_glm, adapt=link_from_env,
                        test_hypers=lambda spec: {"warmup_rounds": 2 * spec.d}, **extra)
 
@@ -443,14 +459,14 @@ ENTRIES = (
            "UCB-GLM (Li et al. 2017): xᵀθ̂ + α‖x‖_{V⁻¹}"),
     _entry("glm-tsl", glm_tsl,
            (_SCALE, Hyper("a", 1.0, "Laplace sample scale a (informal design: 1)", low=0.0)) + _THEORY,
-           "GLM-TSL (Kveton et al. 2020): θ̃ ~ N(θ̄, a²H⁻¹)"),
+           "GLM-TSL (Kveton et al. 2020): θ̃ ~ N(θ̄, a²H⁻¹)", redraw=_tsl_sample),
     _entry("glm-fpl", glm_fpl,
            (_SCALE, Hyper("a", 0.5, "perturbation std a (informal design: 0.5)", low=0.0)) + _THEORY,
-           "GLM-FPL (Kveton et al. 2020): MLE on rewards + fresh N(0, a²), aggregated per arm"),
+           "GLM-FPL (Kveton et al. 2020): MLE on rewards + fresh N(0, a²), aggregated per arm", redraw=_fpl_refit),
     _entry("glm-phe", glm_phe,
            (_SCALE, Hyper("a", 0.5, "perturbation std a", low=0.0)) + _THEORY,
            "GLM-FPL on the full history: every past reward re-perturbed each round (O(t) per round)",
-           backends=("history",)),
+           redraw=_fpl_refit, backends=("history",)),
     _entry("glm-es", glm_es,
            (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
            "GLM ensemble sampling (Sun, Wang & Xu 2025): G-optimal warm-up, m models, incremental "

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from nlbandit.core.hyper import Hyper
-from nlbandit.core.types import Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.ftrl import SOLVERS, ftrl
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import mahalanobis_widths, ridge_init, ridge_theta, ridge_update, ridge_widths
@@ -123,8 +123,9 @@ def mor_ucb(spec: ProblemSpec, link: str = "identity", noise_bound: float = 1.0,
         new = est.update(mine, contexts[arm], feedback.reward, params.lam)
         return jax.tree.map(lambda a, b: a.at[layer].set(b), state, new)
 
-    return Policy("mor-ucb", init, act, update, max_horizon=None if est.solver == "closed-form" else spec.horizon,
-                  requires=Requirements(noise_level=True, link=link, noise_bound=noise_bound))
+    requires = Requirements(noise_level=True, link=link, noise_bound=noise_bound)
+    return Policy(init, act, update, PolicyMeta("mor-ucb", requires,
+                                                max_horizon=None if est.solver == "closed-form" else spec.horizon))
 
 
 def weighted_radius(t: jax.Array, lam: jax.Array, s: jax.Array, *, d: int, sigma_min: float, noise_bound: float,
@@ -174,8 +175,8 @@ def weighted_oful(spec: ProblemSpec, noise_bound: float = 1.0, sigma_min: float 
         weight = 1.0 / jnp.clip(sigma, sigma_min, big_r)
         return ridge_update(state, contexts[arm] * weight, feedback.reward * weight)
 
-    return Policy("weighted-oful", init, act, update,
-                  requires=Requirements(noise_level=True, link="identity", noise_bound=noise_bound))
+    return Policy(init, act, update,
+                  PolicyMeta("weighted-oful", Requirements(noise_level=True, link="identity", noise_bound=noise_bound)))
 
 
 def _mor_ucb_lambda(values: dict[str, Any]) -> dict[str, Any]:

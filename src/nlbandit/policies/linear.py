@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec
 from nlbandit.models.history import HISTORY_BLOCK, blockwise_sum, history_capacity, history_noise
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
 from nlbandit.policies.baselines import LAM, ridge_learn
@@ -54,7 +54,7 @@ def lin_ucb(spec: ProblemSpec, width: str = "oful") -> Policy:
         arm, p = choose(key, scores, mask)
         return arm, act_info(scores[arm], bonus[arm], p)
 
-    return Policy("lin-ucb", init, act, ridge_learn)
+    return Policy(init, act, ridge_learn, PolicyMeta("lin-ucb"))
 
 
 def lin_ts(spec: ProblemSpec) -> Policy:
@@ -77,7 +77,7 @@ def lin_ts(spec: ProblemSpec) -> Policy:
         arm, _ = choose(k_ties, scores, mask)
         return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ center)
 
-    return Policy("lin-ts", init, act, ridge_learn)
+    return Policy(init, act, ridge_learn, PolicyMeta("lin-ts"))
 
 
 def _prior_term(key: jax.Array, params, shape: tuple[int, ...]) -> jax.Array:
@@ -126,7 +126,7 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
         z = params.sigma_r * normal(key, (m,))
         return LinES(ridge_update(state.ridge, contexts[arm], feedback.reward + z), state.draws + m)
 
-    return Policy("lin-es", init, act, update)
+    return Policy(init, act, update, PolicyMeta("lin-es"))
 
 
 class LinPHE(NamedTuple):
@@ -166,7 +166,7 @@ def lin_phe(spec: ProblemSpec) -> Policy:
         xs = jax.lax.dynamic_update_slice_in_dim(state.xs, x[None, :].astype(jnp.float64), state.n, 0)
         return LinPHE(ridge_update(state.ridge, x, feedback.reward), xs, state.n + 1)
 
-    return Policy("lin-phe", init, act, update, max_horizon=spec.horizon)
+    return Policy(init, act, update, PolicyMeta("lin-phe", max_horizon=spec.horizon))
 
 
 SIGMA_R = Hyper("sigma_r", 0.1, "perturbation standard deviation σ_R (spec 003 erratum 5: a std)", low=0.0)

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax.scipy.special import gammainc
 
 from nlbandit.core.hyper import ConfigError, Hyper
-from nlbandit.core.types import Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.links import LINKS
@@ -219,8 +219,9 @@ def logistic_ucb_1(spec: ProblemSpec, width: str = "theory", schedule: str = "lo
     def prepare(params, state, key, arms, mask):
         return state if history else state._replace(rows=state.rows._replace(x=arms.astype(jnp.float64)))
 
-    return Policy("logistic-ucb-1", init, act, update, max_horizon=spec.horizon if history else None,
-                  prepare=prepare, requires=Requirements(fixed_arms=not history, reward_range=(0.0, 1.0)))
+    meta = PolicyMeta("logistic-ucb-1", Requirements(fixed_arms=not history, reward_range=(0.0, 1.0)),
+                      max_horizon=spec.horizon if history else None)
+    return Policy(init, act, update, meta, prepare)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -461,7 +462,7 @@ def ada_ofu_ecolog(spec: ProblemSpec, width: str = "ada", bar_center: str = "pre
             jnp.stack([new.iterations, bar.iterations]),
         )
 
-    return Policy("ada-ofu-ecolog", init, act, update, requires=Requirements(reward_range=(0.0, 1.0)))
+    return Policy(init, act, update, PolicyMeta("ada-ofu-ecolog", Requirements(reward_range=(0.0, 1.0))))
 
 
 def _modes(make, name: str, weighted: bool):

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from nlbandit.core.hyper import ConfigError, Hyper
-from nlbandit.core.types import Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP
@@ -147,7 +147,7 @@ def logistic_gd(spec: ProblemSpec, weighted: bool, name: str, kappa=None, matrix
             return LogisticGDState(theta, rows, design, dim, state.logdet + step, blocks)
         return LogisticGDState(theta, rows, design, add(state.dim, arm, x)[0], state.logdet, blocks)
 
-    return Policy(name, init, act, update, capacity, None, Requirements(reward_range=(0.0, 1.0)))
+    return Policy(init, act, update, PolicyMeta(name, Requirements(reward_range=(0.0, 1.0)), max_horizon=capacity))
 
 
 def check_features(config: dict, env, horizon: int, where: str) -> None:

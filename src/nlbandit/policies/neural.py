@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity, history_noise
 from nlbandit.models.mlp import INITS, MLP, SCALES, mlp_apply, mlp_grads, mlp_init
 from nlbandit.models.mlp_train import ANCHORS, OPTIMIZERS, REDUCTIONS, REG_SCALES, Training, train
@@ -84,6 +84,10 @@ class NeuralState(NamedTuple):
     design: jax.Array
     warmup: Warmup
 
+    def healthy(self) -> jax.Array:
+        """Whether the network's parameters are finite (the engine's check, :func:`~nlbandit.core.types.healthy`)."""
+        return jnp.all(jnp.isfinite(self.theta))
+
 
 def needs_duplicate(init: str, d: int) -> bool:
     """What an omitted ``duplicate`` means: feed [x; x]/√2 exactly when the symmetric initialisation needs it,
@@ -106,10 +110,9 @@ def neural_setup(spec: ProblemSpec, width: int = 20, depth: int = 3, init: str =
 
 
 def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = None,
-            design: str | None = None, draws_in_update: bool = False) -> Policy:
+            design: str | None = None) -> Policy:
     """A neural policy from its ``act`` and its ``learn(params, state, key, x, arm, reward) -> (state,
-    rows to train on)``: the shared init/prepare, and an update that trains on the cadence
-    (``draws_in_update``: :attr:`~nlbandit.core.types.Policy.draws_in_update`)."""
+    rows to train on)``: the shared init/prepare, and an update that trains on the cadence."""
     arch, p = setup.arch, setup.arch.n_params
 
     def init(params, key):
@@ -136,11 +139,8 @@ def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = Non
                                                 params.lr, jax.random.fold_in(key, 1)), lambda: state.theta)
         return state._replace(theta=theta)
 
-    def healthy(state):
-        return jnp.all(jnp.isfinite(state.theta))
-
-    return Policy(name, init, act, update, setup.capacity if not setup.per_arm else None, prepare,
-                  Requirements(fixed_arms=setup.per_arm), dtype=F32, healthy=healthy, draws_in_update=draws_in_update)
+    meta = PolicyMeta(name, Requirements(fixed_arms=setup.per_arm), F32, None if setup.per_arm else setup.capacity)
+    return Policy(init, act, update, meta, prepare)
 
 
 def _append(setup: NeuralSetup, state: NeuralState, x, arm, y) -> NeuralState:
@@ -259,7 +259,7 @@ def neural_phe(spec: ProblemSpec, **options) -> Policy:
         state = _append(setup, state, x, arm, reward)
         return state, perturbed_rows(state.rows, key, params.sigma_r, setup.per_arm)
 
-    return _policy("neural-phe", setup, _phe_act(setup), learn, draws_in_update=True)
+    return _policy("neural-phe", setup, _phe_act(setup), learn)
 
 
 def neural_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
@@ -372,8 +372,8 @@ def fill_duplicate(config: dict[str, Any], env: Env) -> dict[str, Any]:
     return {**config, "duplicate": needs_duplicate(config["init"], env.spec.d)}
 
 
-def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None) -> PolicyEntry:
-    extra = {} if finalize is None else {"finalize": finalize}
+def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, **extra: Any) -> PolicyEntry:
+    extra = extra if finalize is None else {**extra, "finalize": finalize}
     return PolicyEntry(name, make, own + NEURAL_HYPERS, doc, check=_check_neural, adapt=fill_duplicate,
                        test_hypers=lambda spec: {"warmup_rounds": 2 * spec.d, **CONTRACT_NETWORK}, **extra)
 
@@ -383,7 +383,7 @@ ENTRIES = (
     _entry("neural-ts", neural_ts, _DESIGN, "NeuralTS (Zhang et al. 2021): r̃ ~ N(f(x; θ), λν‖g‖²_{Z⁻¹})"),
     _entry("neural-phe", neural_phe, (SIGMA_R,),
            "Neural-PHE / NPR (Jia et al. 2022): every past reward re-perturbed each round (O(t) per round on "
-           "its history)"),
+           "its history)", draws_in_update=True),
     _entry("neural-es", neural_es, (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
            "neural ensemble sampling (Sun, Wang & Xu 2025): m networks, incremental perturbations", members_used),
     _entry("neural-greedy", neural_greedy,

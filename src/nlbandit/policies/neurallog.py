@@ -44,7 +44,7 @@ import jax.numpy as jnp
 
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.keys import normal
-from nlbandit.core.types import Env, Policy, ProblemSpec, Requirements
+from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP, mlp_apply, mlp_grads, mlp_init
@@ -84,6 +84,10 @@ class NeuralLogState(NamedTuple):
     design: jax.Array
     squares: jax.Array
     blocks: jax.Array
+
+    def healthy(self) -> jax.Array:
+        """Whether the network's parameters are finite (the engine's check, :func:`~nlbandit.core.types.healthy`)."""
+        return jnp.all(jnp.isfinite(self.theta))
 
 
 class Rule(NamedTuple):
@@ -170,11 +174,7 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", feature
         return NeuralLogState(theta, state.theta0, rows, net.add(state.design, g, arm, weight),
                               net.add(state.squares, g, arm, 1.0), blocks)
 
-    def healthy(state):
-        return jnp.all(jnp.isfinite(state.theta))
-
-    return Policy(rule.name, init, act, update, setup.capacity, None, Requirements(reward_range=(0.0, 1.0)),
-                  dtype=F32, healthy=healthy)
+    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, setup.capacity))
 
 
 def _widths_logdet(matrix: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -204,6 +204,10 @@ class TheoryState(NamedTuple):
     weighted: jax.Array
     lam: jax.Array
     nu: jax.Array
+
+    def healthy(self) -> jax.Array:
+        """Whether the network's parameters are finite (the engine's check, :func:`~nlbandit.core.types.healthy`)."""
+        return jnp.all(jnp.isfinite(self.theta))
 
 
 def lambda0(depth: int, s, delta, c1):
@@ -289,11 +293,7 @@ def _theory(rule: Rule, spec: ProblemSpec, width: int = 20, depth: int = 2, dupl
             weighted = weighted + (jax.nn.sigmoid(f) * jax.nn.sigmoid(-f)).astype(f64) * jnp.outer(g, g)
         return TheoryState(theta, state.theta0, rows, gram, weighted, lam, nu)
 
-    def healthy(state):
-        return jnp.all(jnp.isfinite(state.theta))
-
-    return Policy(rule.name, init, act, update, capacity, None, Requirements(reward_range=(0.0, 1.0)), dtype=F32,
-                  healthy=healthy)
+    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, capacity))
 
 
 # Bytes of theory mode's float64 p × p matrices (per seed) above which a configuration is refused.

@@ -62,16 +62,33 @@ def build_policy(config: dict[str, Any], spec: ProblemSpec, entry: PolicyEntry |
         policy = _make(config["name"], spec, tuple(sorted(static.items())))
     else:
         static, traced = entry.split(config)
-        policy = entry.make(spec, **static)._replace(spec=spec, params_type=entry.params_type)
-    return policy, policy.params_type(**{k: jnp.asarray(v, jnp.float64) for k, v in traced.items()})
+        policy = _stamped(entry, spec, static)
+    return policy, policy.meta.params_type(**{k: jnp.asarray(v, jnp.float64) for k, v in traced.items()})
+
+
+def build_resample(config: dict[str, Any], spec: ProblemSpec):
+    """The :attr:`~nlbandit.policies.entry.PolicyEntry.resample` function of a resolved config's policy (one
+    object per policy, as :func:`build_policy`'s), or None when its family declares none."""
+    return _resample(config["name"], spec, tuple(sorted(split_policy_config(config)[0].items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _resample(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]):
+    entry = policy_entry(name)
+    return None if entry.resample is None else entry.resample(spec, **dict(static))
 
 
 @functools.lru_cache(maxsize=256)
 def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> Policy:
     """One :class:`Policy` object per (name, sizes, static hyperparameters), so that simulations of equal
     policies share their compiled programs (:func:`nlbandit.core.simulate.simulate` caches by object)."""
-    entry = policy_entry(name)
-    return entry.make(spec, **dict(static))._replace(spec=spec, params_type=entry.params_type)
+    return _stamped(policy_entry(name), spec, dict(static))
+
+
+def _stamped(entry: PolicyEntry, spec: ProblemSpec, static: dict[str, Any]) -> Policy:
+    """``entry``'s policy on ``spec``, its meta holding the sizes and the params record it was built for."""
+    policy = entry.make(spec, **static)
+    return policy._replace(meta=policy.meta._replace(spec=spec, params_type=entry.params_type))
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy", *,
@@ -137,5 +154,5 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     return build_policy(check_policy_sizes(config, spec, f"policy '{name}'"), spec)
 
 
-__all__ = ["ConfigError", "FAMILIES", "ONLINE_FACTS", "POLICIES", "build_policy", "check_policy_env",
+__all__ = ["ConfigError", "FAMILIES", "ONLINE_FACTS", "POLICIES", "build_policy", "build_resample", "check_policy_env",
            "check_policy_sizes", "make_policy", "policy_entry", "resolve_policy", "split_policy_config"]

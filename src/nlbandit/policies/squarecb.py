@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from nlbandit.core.hyper import Hyper
-from nlbandit.core.types import Policy, ProblemSpec
+from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec
 from nlbandit.models.links import LINKS
 from nlbandit.models.mlp import mlp_apply
 from nlbandit.models.ridge import ridge_init, ridge_theta
@@ -84,7 +84,7 @@ def squarecb(spec: ProblemSpec) -> Policy:
         arm, p = igw_choice(key, predictions, mask, gamma(params, t))
         return arm, act_info(predictions[arm], jnp.nan, p)
 
-    return Policy("squarecb", init, act, ridge_learn)
+    return Policy(init, act, ridge_learn, PolicyMeta("squarecb"))
 
 
 def glm_squarecb(spec: ProblemSpec, **options) -> Policy:

@@ -403,7 +403,7 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
              "| policy | case | MB per seed |", "|---|---|---:|"]
     for r in mine:
         env, horizon = r.run.env, r.run.horizon
-        history = build_policy(r.run.policy, ProblemSpec(env["d"], env["k"], horizon))[0].max_horizon is not None
+        history = build_policy(r.run.policy, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
         parts = {**loop.memory(env, horizon, 1, r.run.record_points, history),
                  **neural_memory(r.run.policy, env, horizon)}
         per_seed = sum(v for k, v in parts.items() if "(shared)" not in k)

@@ -220,9 +220,9 @@ def _warm_up(config: dict[str, Any]) -> None:
     ConfigError if the configuration is invalid."""
     scratch = _new_agent(config)
     x = np.zeros((config["k"], config["d"]))
-    low, high = scratch.policy.requires.reward_range or (0.0, 0.0)
+    low, high = scratch.policy.meta.requires.reward_range or (0.0, 0.0)
     value = min(max(0.0, low), high)
-    bound = 0.0 if scratch.policy.requires.noise_level else None
+    bound = 0.0 if scratch.policy.meta.requires.noise_level else None
     for _ in range(2):
         try:
             scratch.reward(scratch.decide(x).event_id, value, bound)
