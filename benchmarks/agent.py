@@ -13,7 +13,7 @@ hand back its reward.
 
 * nlbandit: ``Agent.decide`` then ``Agent.reward`` (decision, probability and learning: the whole round),
   with the agent's host round (NumPy arrays, numba-compiled steps) where the policy has one (here
-  ``lin-ucb``, ``lin-es``, ``lin-ts``, ``glm-ucb``, ``glm-tsl``, ``glm-fpl``; :data:`nlbandit.host.HOST_ROUNDS`)
+  ``lin-ucb``, ``lin-es``, ``lin-ts``, ``glm-ucb``, ``glm-tsl``, ``glm-fpl``; :func:`nlbandit.host.host_rounds`)
   and again with its jitted round (``numpy_round=False``) for comparison.
   Compilation is paid by a first agent of the same shapes, before the timed one (it is cached across
   agents). GLM policies use the identity link (the rewards are Gaussian) and otherwise their defaults (the

@@ -17,7 +17,7 @@ from nlbandit.host import exploration as host_exploration
 from nlbandit.host.draws import BLOCK, DrawBlocks
 from nlbandit.host import glm as host_glm
 from nlbandit.host.ridge import gram_update as host_gram_update
-from nlbandit.host.rounds import _two_words
+from nlbandit.host.rounds import host_rounds, two_words
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update, mahalanobis_widths
@@ -51,6 +51,12 @@ CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greed
          pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
                       marks=_SLOW),
          ("ucb-glm", "logistic", {"lam": 0.5}), ("glm-tsl", "logistic", {}), ("glm-fpl", "logistic", {"a": 0.3})]
+
+
+def test_every_declared_host_round_is_checked_against_the_simulator():
+    """A family that declares a host round (``HOST_ROUNDS`` beside it) gets it checked here: its name must be a
+    case of the decision test below."""
+    assert set(host_rounds()) == {c.values[0] if hasattr(c, "values") else c[0] for c in CASES}
 
 
 @pytest.mark.parametrize("name, env_name, hyper", CASES)
@@ -228,6 +234,6 @@ def test_optimistic_scores_and_gram_update_equal_the_jitted_formulas(link, mean_
 
 def test_draw_blocks_are_the_round_keys_draws():
     stream = seed_keys(jnp.uint32(3)).policy_act
-    blocks = DrawBlocks(_two_words, stream)
+    blocks = DrawBlocks(two_words, stream)
     for t in (1, 2, BLOCK - 1, BLOCK, 5 * BLOCK + 7, 9 * BLOCK, 3, 2 * BLOCK + 1):  # evicts, then recomputes
-        np.testing.assert_array_equal(blocks(t)[0], _two_words(round_key(stream, t))[0])
+        np.testing.assert_array_equal(blocks(t)[0], two_words(round_key(stream, t))[0])

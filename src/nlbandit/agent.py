@@ -31,7 +31,7 @@ draw given the members, and a network's given its weights (whatever minibatches 
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
 ``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale
-(:data:`nlbandit.host.HOST_ROUNDS`), the agent decides and learns in float64 on the host, on NumPy arrays,
+(:func:`nlbandit.host.host_rounds`), the agent decides and learns in float64 on the host, on NumPy arrays,
 its loops compiled by numba (:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted
 policy, without the ~20 µs that launching any XLA program costs per call; ``numpy_round=False`` runs the
 jitted round instead.

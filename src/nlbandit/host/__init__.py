@@ -4,7 +4,8 @@ products.
 One online decision through XLA costs at least one program launch (~20 µs on this project's 2-core CPU,
 docs/performance.md) whatever the arithmetic, and a linear or GLM round at d = 20, K = 50 is only a
 few thousand flops. :class:`~nlbandit.agent.Agent` therefore runs the round of the policies listed
-in :data:`~nlbandit.host.rounds.HOST_ROUNDS` on the host: the same state pytree (NumPy leaves instead of
+with a host round (:func:`~nlbandit.host.rounds.host_rounds`: each family declares its own beside it, in
+``nlbandit/policies/<family>_host.py``) on the host: the same state pytree (NumPy leaves instead of
 device arrays), the same formulas as the jitted policy, and the same random numbers — every draw comes from
 the simulator's round keys, computed for blocks of rounds at once by one jitted call
 (:class:`~nlbandit.host.draws.DrawBlocks`). A NumPy call costs ~1 µs whatever its size, so the steps that
@@ -18,10 +19,10 @@ with :func:`~nlbandit.core.simulate.simulate` over thousands of rounds and the s
 
 Modules: :mod:`~nlbandit.host.exploration` (the tie rule, ensemble probabilities), :mod:`~nlbandit.host.ridge`
 (Sherman–Morrison ridge), :mod:`~nlbandit.host.glm` (links and the damped Newton MLE),
-:mod:`~nlbandit.host.draws` (the round keys' draws in blocks) and :mod:`~nlbandit.host.rounds` (the
-policies' rounds).
+:mod:`~nlbandit.host.draws` (the round keys' draws in blocks) and :mod:`~nlbandit.host.rounds` (what a
+host round is, the pieces the families' rounds share, and how the agent finds them).
 """
 
-from nlbandit.host.rounds import HOST_ROUNDS, HostRound, host_round
+from nlbandit.host.rounds import HostRound, host_round, host_rounds
 
-__all__ = ["HOST_ROUNDS", "HostRound", "host_round"]
+__all__ = ["HostRound", "host_round", "host_rounds"]

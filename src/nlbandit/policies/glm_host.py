@@ -1,0 +1,132 @@
+"""Host rounds (:mod:`nlbandit.host`) of the GLM policies of :mod:`nlbandit.policies.glm`, found by the agent
+through :data:`HOST_ROUNDS` (:func:`nlbandit.host.rounds.host_round`): per-arm statistics, Newton, and a constant
+width or scale only (the history layout, the other solvers and the theory widths run the jitted round). Not
+imported by the family module, so not part of any run's code hash (:mod:`nlbandit.provenance`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from nlbandit.core.keys import normal
+from nlbandit.core.types import ProblemSpec
+from nlbandit.host import exploration, glm
+from nlbandit.host.ridge import gram_update
+from nlbandit.host.rounds import HostRound, Round, split_tie_word
+from nlbandit.models.history import Rows
+
+
+def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
+    """The warm-up plan's arm of round ``t`` while the warm-up lasts and that arm is on offer, else None
+    (:func:`~nlbandit.policies.warmup.warmup_arm`)."""
+    plan = state.warmup.plan
+    arm = int(plan[min(t - 1, plan.shape[0] - 1)])
+    return arm if t <= state.warmup.length and (mask is None or mask[arm]) else None
+
+
+def _pulled(state, arm: int, reward) -> tuple[Rows, np.ndarray, np.ndarray]:
+    """The per-arm rows with one more pull of ``arm``, and their counts and sums."""
+    rows = state.rows
+    n, y = glm.add_pull(rows.n, rows.y, arm, float(reward))
+    return Rows(rows.x, n, y, rows.count + np.int32(1)), n, y
+
+
+def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
+    """GLM-UCB (``mean_scale``: the index μ(xᵀθ̂) + ρ‖x‖_{G⁻¹}) or UCB-GLM (xᵀθ̂ + α‖x‖_{V⁻¹}) with per-arm
+    statistics, the Newton MLE refitted after every reward, and the warm-up's planned arms first."""
+    code = glm.LINK_CODES[config["link"]]
+
+    def act(params, state, draws, contexts, mask, t):
+        scores, bonus = glm.optimistic_scores(code, mean_scale, contexts, state.theta, state.v_inv,
+                                              float(params.alpha))
+        planned = _planned(state, t, mask)
+        if planned is not None:
+            return planned, scores[planned], bonus[planned], 1.0
+        arm, p = exploration.greedy_choice(draws[0], scores, mask)
+        return arm, scores[arm], bonus[arm], p
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        rows, n, y = _pulled(state, arm, reward)
+        theta = glm.newton_solve(code, rows.x, n, y, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
+        return state._replace(rows=rows, theta=theta, v_inv=gram_update(state.v_inv, contexts[arm])[0])
+
+    return HostRound(act, update, split_tie_word, None)
+
+
+def glm_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_ucb` (constant width ρ): argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}."""
+    return _glm_optimistic(config, mean_scale=True)
+
+
+def ucb_glm(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.glm.ucb_glm` (constant width α): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}."""
+    return _glm_optimistic(config, mean_scale=False)
+
+
+def _sampled_act(centred: bool) -> Callable[..., Round]:
+    """``act`` playing argmax_x xᵀθ̃ (GLM-TSL, GLM-FPL: the update drew θ̃; the probability is the agent's
+    estimate), the warm-up's planned arms first; with ``centred``, the bonus is the excess over the centre θ̄."""
+
+    def act(params, state, draws, contexts, mask, t):
+        scores = contexts @ state.theta
+        planned = _planned(state, t, mask)
+        arm = planned if planned is not None else exploration.greedy_choice(draws[0], scores, mask)[0]
+        bonus = scores[arm] - contexts[arm] @ state.center if centred else math.nan
+        return arm, scores[arm], bonus, 1.0 if planned is not None else math.nan
+
+    return act
+
+
+@functools.lru_cache(maxsize=None)
+def _fit_key_normals(n: int) -> Callable[[jax.Array], tuple]:
+    """The n standard normals of a GLM update's fit key (the second half of the split update key): GLM-TSL's
+    ξ (n = d), GLM-FPL's per-arm noise (n = K)."""
+    return lambda key: (normal(jax.random.split(key)[1], (n,)),)
+
+
+def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_tsl` (constant scale a): θ̄ = the Newton MLE, θ̃ = θ̄ + a L⁻ᵀ ξ with
+    L Lᵀ = H(θ̄), drawn by the update; play argmax_x xᵀθ̃."""
+    code = glm.LINK_CODES[config["link"]]
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        rows, n, y = _pulled(state, arm, reward)
+        lam = float(params.lam)
+        center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
+        theta = center + params.a * glm.thompson_step(code, rows.x, n, lam, center, draws[0])
+        return state._replace(rows=rows, center=center, theta=theta)
+
+    return HostRound(_sampled_act(centred=True), update, split_tie_word, _fit_key_normals(spec.d))
+
+
+def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_fpl` (constant scale a, per-arm statistics): θ̃ = the Newton MLE of
+    the reward sums perturbed by a √N_k ξ_k, warm-started at the previous θ̃; play argmax_x xᵀθ̃."""
+    code = glm.LINK_CODES[config["link"]]
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        rows, n, y = _pulled(state, arm, reward)
+        targets = y + params.a * (np.sqrt(n) * draws[0])
+        theta = glm.newton_solve(code, rows.x, n, targets, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
+        return state._replace(rows=rows, theta=theta)
+
+    return HostRound(_sampled_act(centred=False), update, split_tie_word, _fit_key_normals(spec.k))
+
+
+def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):
+    """``build`` for the configurations the host rounds cover (module docstring), None for the others."""
+
+    def host(config: dict[str, Any], spec: ProblemSpec) -> HostRound | None:
+        covered = (config["backend"], config["solver"], config.get("width", config.get("scale")))
+        return build(config, spec) if covered == ("arms", "newton", "constant") else None
+
+    return host
+
+
+HOST_ROUNDS = {name: _supported(build) for name, build in
+               (("glm-ucb", glm_ucb), ("ucb-glm", ucb_glm), ("glm-tsl", glm_tsl), ("glm-fpl", glm_fpl))}
+"""The family's host rounds by policy name (:func:`nlbandit.host.rounds.host_round`)."""

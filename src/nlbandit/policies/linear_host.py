@@ -1,0 +1,95 @@
+"""Host rounds (:mod:`nlbandit.host`) of the linear policies of :mod:`nlbandit.policies.linear`, found by the agent
+through :data:`HOST_ROUNDS` (:func:`nlbandit.host.rounds.host_round`). Not imported by the family module, so not
+part of any run's code hash (:mod:`nlbandit.provenance`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from nlbandit.core.keys import normal
+from nlbandit.core.types import ProblemSpec
+from nlbandit.host import exploration
+from nlbandit.host.ridge import mahalanobis_widths, ridge_update
+from nlbandit.host.rounds import HostRound, ridge_learn, tie_word, two_words
+from nlbandit.policies.linear import LinES
+
+
+def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_ucb`: argmax_x xᵀθ̂ + α_t ‖x‖_{V⁻¹}, α_t the OFUL radius (Abbasi-Yadkori
+    et al. 2011, Thm. 2) or a constant."""
+    oful = config["width"] == "oful"
+
+    def act(params, state, draws, contexts, mask, t):
+        if oful:
+            alpha = params.sigma * math.sqrt(2.0 * math.log(1.0 / params.delta) + state.logdet) + math.sqrt(
+                params.lam) * params.s
+        else:
+            alpha = params.alpha
+        bonus = alpha * mahalanobis_widths(state.v_inv, contexts)
+        scores = contexts @ (state.b @ state.v_inv) + bonus
+        arm, p = exploration.greedy_choice(draws[0], scores, mask)
+        return arm, scores[arm], bonus[arm], p
+
+    return HostRound(act, ridge_learn, tie_word, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _gaussian_and_tie_word(d: int) -> Callable[[jax.Array], tuple]:
+    """Lin-TS's draws from its act key: z ~ N(0, I_d) and the tie word (one function per d, so its compiled
+    block is shared)."""
+
+    def draws(key):
+        k_z, k_ties = jax.random.split(key)
+        return (normal(k_z, (d,)), *tie_word(k_ties))
+
+    return draws
+
+
+def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
+    probability is estimated by the agent's redraws, as for the jitted round)."""
+
+    def act(params, state, draws, contexts, mask, t):
+        z, tie_word = draws
+        center = state.b @ state.v_inv
+        scores = contexts @ (center + params.v * (np.linalg.cholesky(state.v_inv) @ z))
+        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
+        return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
+
+    return HostRound(act, ridge_learn, _gaussian_and_tie_word(spec.d), None)
+
+
+@functools.lru_cache(maxsize=None)
+def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
+    """The m standard normals of Lin-ES's update (one function per m, so its compiled block is shared)."""
+    return lambda key: (normal(key, (m,)),)
+
+
+def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.linear.lin_es`: play member j_t's argmax; every member gets a fresh
+    perturbation of the reward."""
+    m = config["m"]
+
+    def act(params, state, draws, contexts, mask, t):
+        member_word, tie_word = draws[0]
+        ridge = state.ridge
+        j = exploration.member_draw(member_word, params.m_used)
+        scores = contexts @ (ridge.v_inv @ ridge.b[j])
+        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
+        members = (ridge.b @ ridge.v_inv) @ contexts.T
+        return arm, scores[arm], math.nan, exploration.ensemble_probability(members, arm, mask, int(params.m_used))
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        y = reward + params.sigma_r * draws[0]
+        return LinES(ridge_update(state.ridge, contexts[arm], y), state.draws + np.int32(m))
+
+    return HostRound(act, update, two_words, _member_noise(m))
+
+
+HOST_ROUNDS = {"lin-ucb": lin_ucb, "lin-ts": lin_ts, "lin-es": lin_es}
+"""The family's host rounds by policy name (:func:`nlbandit.host.rounds.host_round`)."""
