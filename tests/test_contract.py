@@ -20,10 +20,12 @@ from nlbandit.policies.registry import POLICIES, policy_entry
 from nlbandit.testing import CHECKS, PolicyContract, check_policy
 
 NAMES = sorted(POLICIES) + ["glm-es@anytime", "neural-es@anytime"]
-GRID_DEFAULT = {"lin-ucb", "lin-phe", "mor-ucb", "eps-greedy", "glm-ucb", "glm-es@anytime", "ada-ofu-ecolog",
-                "neural-ucb", "neural-es@anytime", "neurallog-ts-1", "deep-fpl"}
-"""One policy per estimator and exploration family for the grid check of the default suite (each of its runs is
-two compilations); the other policies' grid checks run under ``-m slow``."""
+GRID_DEFAULT = {"lin-ucb", "lin-phe", "glm-ucb", "glm-es@anytime", "ada-ofu-ecolog", "neural-ucb", "neurallog-ts-1",
+                "deep-fpl"}
+"""One policy per estimator for the grid check of the default suite (each of its runs is two compilations): the
+ridge estimators (LinUCB; ε-greedy's too), the perturbed history, the GLM MLE, the ensemble under the doubling
+trick (also Neural-ES's wrapper), ECOLog, the MLP, NeuralLog's and DeepFPL's networks (MOR-UCB's FTRL estimator:
+its λ grid in the regression loop, tests/test_ftrl.py). The other policies' grid checks run under ``-m slow``."""
 
 
 @functools.cache

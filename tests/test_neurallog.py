@@ -241,7 +241,7 @@ def test_thompson_samples_have_the_network_mean_and_the_width_as_std(name):
         one_hot = jnp.eye(K, dtype=bool)  # offer one arm at a time, so the score of each arm is reported
         return jax.vmap(lambda m: policy.act(params, state, key, x, m, 4)[1].score)(one_hot)
 
-    draws = jax.vmap(lambda k: scores(name, k))(jax.random.split(jax.random.key(23), 100_000))
+    draws = jax.jit(jax.vmap(lambda k: scores(name, k)))(jax.random.split(jax.random.key(23), 100_000))
     mean = scores(name, jax.random.key(0), nu=0.0)  # σ = 0: the sample is f
     # TS-1's σ is UCB-1's bonus without its R; TS-2's is UCB-2's bonus (latent scale: score = f + σ).
     ucb = "neurallog-ucb-1" if name.endswith("1") else "neurallog-ucb-2"

@@ -27,12 +27,6 @@ k = 4
 label = "UCB"
 name = "lin-ucb"
 [[policies]]
-label = "GLM"
-name = "glm-ucb"
-link = "identity"
-warmup = "none"
-backend = "history"
-[[policies]]
 label = "uniform"
 name = "uniform"
 """
@@ -77,11 +71,11 @@ def test_closure_follows_imports_but_not_package_reexports():
 def test_editing_one_policy_recomputes_its_runs_only(tmp_path, experiment_file):
     src = _package_copy(tmp_path)
     exp, db = experiment_file(EXPERIMENT), tmp_path / "r.duckdb"
-    assert _run(src, exp, db) == 3
+    assert _run(src, exp, db) == 2
     assert _run(src, exp, db) == 0  # unchanged code: every run reused
-    glm = src / "nlbandit" / "policies" / "glm.py"
-    glm.write_text(glm.read_text() + "\n_EDITED = 1\n")
-    assert _run(src, exp, db) == 1  # only the GLM policy's run is recomputed
+    linear = src / "nlbandit" / "policies" / "linear.py"
+    linear.write_text(linear.read_text() + "\n_EDITED = 1\n")
+    assert _run(src, exp, db) == 1  # only LinUCB's run is recomputed (uniform play is in baselines.py)
 
 
 MODULE = '''"""A module."""
@@ -126,14 +120,14 @@ def test_package_reexports_are_not_hashed_but_its_other_statements_are(tmp_path,
     a statement that runs on import (here a configuration call) recomputes every run."""
     src = _package_copy(tmp_path)
     exp, db = experiment_file(EXPERIMENT), tmp_path / "r.duckdb"
-    assert _run(src, exp, db) == 3
+    assert _run(src, exp, db) == 2
     root = src / "nlbandit" / "__init__.py"
     text = root.read_text()
     root.write_text(text.replace('"""nlbandit:', '"""nlbandit (edited):', 1).replace(
         "__all__ = [", "from nlbandit.store import Store  # noqa: E402\n\n__all__ = [\n    \"Store\","))
     assert _run(src, exp, db) == 0
     root.write_text(root.read_text() + "\n_jax.config.update(\"jax_default_matmul_precision\", \"highest\")\n")
-    assert _run(src, exp, db) == 3
+    assert _run(src, exp, db) == 2
 
 
 def test_stale_runs_are_listed_and_pruned(tmp_path):
@@ -177,8 +171,7 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
     from nlbandit.experiments.runner import run_experiment
     from nlbandit.experiments.plan import load_experiment
 
-    glm = '[[policies]]\nlabel = "GLM"\nname = "glm-ucb"\nlink = "identity"\nwarmup = "none"\nbackend = "history"\n'
-    exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3").replace(glm, "")))
+    exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3")))
     db = tmp_path / "r.duckdb"
     with Store(db) as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
@@ -208,8 +201,7 @@ def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, mo
     from nlbandit.loops import LOOPS
 
     text = EXPERIMENT.replace('name = "lin-ucb"\n', 'name = "lin-ucb"\nalpha = [0.5, 1.0, 2.0]\n')
-    glm = '[[policies]]\nlabel = "GLM"\nname = "glm-ucb"\nlink = "identity"\nwarmup = "none"\nbackend = "history"\n'
-    exp = load_experiment(experiment_file(text.replace(glm, "")))
+    exp = load_experiment(experiment_file(text))
     with Store(tmp_path / "r.duckdb") as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 4
         for row in store.index():
