@@ -175,8 +175,9 @@ class PolicyMeta(NamedTuple):
 class Policy(NamedTuple):
     """A bandit policy as pure functions.
 
-    What only some consumers need (a health check for the engine, a resampling of the update's draw for the
-    agent's probabilities) is declared on the family's :class:`~nlbandit.policies.entry.PolicyEntry`, not here.
+    What only some consumers need is declared beside the policy, not here: the engine's health check as a
+    ``healthy()`` method of the family's state record (:func:`healthy`), the agent's resampling of the update's
+    draw on the family's :class:`~nlbandit.policies.entry.PolicyEntry` (``draws_in_update``, ``resample``).
 
     Attributes:
       init: ``init(params, key) -> state``.

@@ -40,9 +40,8 @@ class PolicyEntry:
       test_hypers: ``test_hypers(spec) -> {hyperparameter: value}``, the small, fast configuration that
         :func:`nlbandit.testing.check_policy` runs on the sizes ``spec`` (e.g. a warm-up that fits its short
         horizon), or None for the defaults.
-      healthy: ``healthy(state) -> bool``, or ``None``: False once the state can no longer be trusted (a
-        neural network whose training diverged to non-finite weights); the engine checks it after every
-        round's update and then stops with an error naming the policy, the seed and the round.
+      healthy: unused, to be removed with the next change to this module (this field is in every run's code
+        hash): the health check is a ``healthy()`` method of the state record (:func:`nlbandit.core.types.healthy`).
       draws_in_update: the update draws randomness that the next decisions depend on (a Thompson sample, a
         fit to perturbed rewards), so redrawing ``act`` alone does not redraw the decision: the online agent
         estimates such a policy's probabilities through ``resample``, or not at all
