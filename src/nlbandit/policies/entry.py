@@ -40,8 +40,6 @@ class PolicyEntry:
       test_hypers: ``test_hypers(spec) -> {hyperparameter: value}``, the small, fast configuration that
         :func:`nlbandit.testing.check_policy` runs on the sizes ``spec`` (e.g. a warm-up that fits its short
         horizon), or None for the defaults.
-      healthy: unused, to be removed with the next change to this module (this field is in every run's code
-        hash): the health check is a ``healthy()`` method of the state record (:func:`nlbandit.core.types.healthy`).
       draws_in_update: the update draws randomness that the next decisions depend on (a Thompson sample, a
         fit to perturbed rewards), so redrawing ``act`` alone does not redraw the decision: the online agent
         estimates such a policy's probabilities through ``resample``, or not at all
@@ -61,7 +59,6 @@ class PolicyEntry:
     boundary: tuple[str, ...] = ()
     wraps: tuple[str, ...] = ()
     test_hypers: Callable[[ProblemSpec], dict[str, Any]] | None = None
-    healthy: Callable[[Any], Any] | None = None
     draws_in_update: bool = False
     resample: Callable[..., Callable[[Any, Any, Any], Any]] | None = None
 
