@@ -270,6 +270,7 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
 
 
 def as_table(raw: Any, where: str) -> dict[str, Any]:
+    """``raw`` if it is a TOML table, else a :class:`ConfigError` naming ``where``."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a table ({{key = value, ...}}), got {raw!r}")
     return raw
