@@ -209,6 +209,7 @@ class Agent:
             self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
         self._resample = build_resample(config, spec)
+        self._draws_in_update = policy_entry(config["name"]).draws_in_update  # looked up once, not per decision
         self._programs = _programs(self.policy, draws, self._resample)
         self._t = 0
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
@@ -313,7 +314,7 @@ class Agent:
         if not self.estimate_draws:
             return math.nan, "none"
         # after an update, a policy that draws while learning is redrawn through its resample
-        resample = policy_entry(self.config["name"]).draws_in_update and self._rewarded > 0
+        resample = self._draws_in_update and self._rewarded > 0
         if resample and self._resample is None:
             return math.nan, (f"none: {self.policy.meta.name} draws its exploration while learning and has no "
                               "redraw of it")
