@@ -66,7 +66,7 @@ def results(path, executor, db, chunk_size=1000):
         run_experiment(exp, store, progress=False, log=lambda m: None, executor=executor, chunk_size=chunk_size)
         out = {}
         for r in exp.runs + [c for t in exp.tuning for c in t.candidates]:
-            stored = plain.load(r.run_id, with_arms=True)
+            stored = plain.load(r.series_id, r.seeds, with_arms=True)
             out[r.run_id] = (stored.curves, stored.arms, stored.batch_size)
     return out, store.checkpoints
 

@@ -336,9 +336,10 @@ def _database(tmp_path, kind):
             path.chmod(0o444)
         elif kind == "read-only folder":
             folder.chmod(0o555)
-    elif kind in ("other schema", "other tables"):
+    elif kind in ("other schema", "other runs", "other tables"):
         con = duckdb.connect(str(path))
-        con.execute("CREATE TABLE runs (a INTEGER)" if kind == "other schema" else "CREATE TABLE people (a INTEGER)")
+        con.execute({"other schema": "CREATE TABLE series (a INTEGER)", "other runs": "CREATE TABLE runs (a INTEGER)",
+                     "other tables": "CREATE TABLE people (a INTEGER)"}[kind])
         con.close()
     elif kind == "below a file":
         (folder / "f").write_text("x")
@@ -353,7 +354,8 @@ DATABASES = [
     ("fifo", "is not a regular file; expected a DuckDB file"),
     ("read-only file", "is read-only; make it writable or pass another --db"),
     ("read-only folder", "is read-only (DuckDB writes the database and its .wal file there)"),
-    ("other schema", "has a table 'runs' with columns (a), not nlbandit's (run_id, experiment"),
+    ("other schema", "has a table 'series' with columns (a), not nlbandit's (series_id, experiment"),
+    ("other runs", "has a table 'runs' with columns (a), neither nlbandit's layout nor its previous one (run_id, "),
     ("other tables", "holds other tables (people), not nlbandit results"),
     ("below a file", "Not a directory"),
 ]
@@ -496,7 +498,7 @@ def _cli_cases():
         # results database
         *[(f"db-{kind.replace(' ', '-')}", db(kind), expected) for kind, expected in DATABASES],
         ("results-db-garbage", db("garbage", "results"), "not a valid DuckDB database file"),
-        ("results-db-other-schema", db("other schema", "results"), "has a table 'runs' with columns (a)"),
+        ("results-db-other-schema", db("other schema", "results"), "has a table 'series' with columns (a)"),
         ("results-db-missing", lambda tmp: ["results", "--db", str(tmp / "none.duckdb")], "no results database at"),
     ]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nlbandit.cli import main
-from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.runner import missing, run_experiment
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.provenance import package_hash
 from nlbandit.store import Store
@@ -69,11 +69,11 @@ def test_run_report_check(tiny, tmp_path, capsys):
     assert (out / "tiny.png").read_bytes()[:4] == b"\x89PNG"
     with Store(db) as store:
         exp = load_experiment(tiny, "quick")
-        assert store.finished([r.run_id for r in exp.runs]) == {r.run_id for r in exp.runs}
-        stored = store.load(exp.runs[0].run_id, with_arms=True)
+        assert missing(store, exp.runs).todo == []
+        stored = store.load(exp.runs[0].series_id, exp.runs[0].seeds, with_arms=True)
         assert stored.cum_regret.shape[0] == 3 and stored.rounds[-1] == 300 and stored.arms.shape == (3, 300)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # all finished: skipped
-        stored = [store.load(r.run_id) for r in exp.runs]
+        stored = [store.load(r.series_id, r.seeds) for r in exp.runs]
     # Each batch's time once: the runs of one batch share its (compile_s, run_s).
     minutes = sum(c + r for c, r in {(s.compile_s, s.run_s) for s in stored}) / 60
     assert f"3 seeds (repetitions; seeds 0..2, common random numbers across policies); {minutes:.1f} min" in md
@@ -87,7 +87,7 @@ def test_run_report_check(tiny, tmp_path, capsys):
     # --scale full is a different configuration (horizon 400): new runs, not the cached quick ones.
     with Store(db) as store:
         full = load_experiment(tiny, "full")
-        assert not store.finished([r.run_id for r in full.runs])
+        assert missing(store, full.runs).todo == full.runs
 
 
 KILLER = """
@@ -116,12 +116,12 @@ def test_resume_after_killed_run(tiny, tmp_path):
     with Store(db) as store:
         assert store.con.execute("SELECT max(t_done) FROM checkpoints").fetchone()[0] == 200
         run_experiment(exp, store, progress=False, chunk_size=100, log=logs.append)
-        resumed = {r.run_id: store.load(r.run_id, with_arms=True) for r in exp.runs}
+        resumed = {r.run_id: store.load(r.series_id, r.seeds, with_arms=True) for r in exp.runs}
     assert any("resuming at round 200" in m for m in logs), logs
     with Store(tmp_path / "clean.duckdb") as store:
         run_experiment(exp, store, progress=False, chunk_size=100, log=lambda m: None)
         for r in exp.runs:
-            clean = store.load(r.run_id, with_arms=True)
+            clean = store.load(r.series_id, r.seeds, with_arms=True)
             np.testing.assert_array_equal(resumed[r.run_id].arms, clean.arms)
             np.testing.assert_array_equal(resumed[r.run_id].cum_regret, clean.cum_regret)
 
@@ -249,7 +249,7 @@ def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
     ts = [r for r in exp.runs if r.policy["name"] == "lin-ts"]
     with Store(tmp_path / "t.duckdb") as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == len(exp.runs)
-        before = {r.run_id: store.load(r.run_id, with_arms=True) for r in ts}
+        before = {r.run_id: store.load(r.series_id, r.seeds, with_arms=True) for r in ts}
         assert {s.batch_size for s in before.values()} == {2}
         claim = type(exp.claims[0])("t", "", f"runtime({ts[0].label!r}) > 0\nand 1 > 0", "pass")  # two lines
         exp.claims[:] = [claim]
@@ -257,7 +257,7 @@ def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
         assert any("computed again alone" in m for m in logs)
-        after = {r.run_id: store.load(r.run_id, with_arms=True) for r in ts}
+        after = {r.run_id: store.load(r.series_id, r.seeds, with_arms=True) for r in ts}
         assert after[ts[0].run_id].batch_size == 1 and after[ts[1].run_id].batch_size == 2
         np.testing.assert_array_equal(after[ts[0].run_id].arms, before[ts[0].run_id].arms)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # now stored alone

@@ -63,8 +63,9 @@ def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, 
     with Store(tmp_path / "p.duckdb") as store:
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == len(exp.runs)
-        assert store.phased([r.run_id for r in exp.runs]) == {phe.run_id}
-        stored = store.load(phe.run_id)
+        parts = store.parts(r.series_id for r in exp.runs)
+        assert {r.run_id for r in exp.runs if any(p.phased for p in parts[r.series_id])} == {phe.run_id}
+        stored = store.load(phe.series_id, phe.seeds)
         t, select, update = stored.phases
         # PHASE_SAMPLES rounds, evenly spaced: chunks of ⌈120/11⌉ = 11 rounds.
         np.testing.assert_array_equal(t, 11 * np.arange(1, 11) + 1)
@@ -88,7 +89,7 @@ def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_
     exp.claims[:] = []
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
-        assert not store.phased([r.run_id for r in exp.runs])
+        assert not any(p.phased for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
         exp.claims[:] = claims
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1

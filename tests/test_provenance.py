@@ -46,7 +46,7 @@ STORED = dict(experiment="p/e", label="L", rounds=np.array([1]), version="0",
               curves={"regret": np.zeros((1, 1)), "reward": np.zeros((1, 1))}, arms=np.zeros((1, 1), np.int32),
               compile_s=0.0, run_s=0.0, chunk_size=1, chunk_seconds=[0.0], batch_size=1)
 """A stored run's fields other than its id and identity."""
-IDENTITY = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}}
+IDENTITY = {"env": {"name": "linear"}, "policy": {"name": "lin-ucb"}, "n_seeds": 1}
 
 
 def _package_copy(tmp_path: Path) -> Path:
@@ -134,15 +134,15 @@ def test_stale_runs_are_listed_and_pruned(tmp_path):
     with Store(tmp_path / "r.duckdb") as store:
         rows, ident = STORED, IDENTITY
         store.save_runs("b", [
-            {**rows, "run_id": "current", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
-            {**rows, "run_id": "old-code", "config": {**ident, "code": "0" * 16}},
-            {**rows, "run_id": "no-code", "config": ident},
-            {**rows, "run_id": "gone", "config": {**ident, "policy": {"name": "removed"}, "code": "1" * 16}},
+            {**rows, "label": "current", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
+            {**rows, "label": "old-code", "config": {**ident, "code": "0" * 16}},
+            {**rows, "label": "no-code", "config": ident},
+            {**rows, "label": "gone", "config": {**ident, "policy": {"name": "removed"}, "code": "1" * 16}},
         ])
-        assert {r["run_id"]: r["current"] for r in annotated_runs(store)} == {
+        assert {r["label"]: r["current"] for r in annotated_runs(store)} == {
             "current": True, "old-code": False, "no-code": False, "gone": False}
-        assert sorted(r["run_id"] for r in prune_stale(store)) == ["gone", "no-code", "old-code"]
-        assert [r["run_id"] for r in store.index()] == ["current"]
+        assert sorted(r["label"] for r in prune_stale(store)) == ["gone", "no-code", "old-code"]
+        assert [r["label"] for r in store.index()] == ["current"]
 
 
 def test_results_command_lists_and_prunes(tmp_path, capsys):
@@ -152,16 +152,16 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     assert main(["results", "--db", str(db)]) == 2  # no database yet: a clear error
     with Store(db) as store:
         rows, ident = STORED, IDENTITY
-        store.save_runs("b", [{**rows, "run_id": "fresh", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
-                              {**rows, "run_id": "old", "config": {**ident, "code": "0" * 16}}])
+        store.save_runs("b", [{**rows, "label": "fresh", "config": {**ident, "code": run_code("lin-ucb", "linear")}},
+                              {**rows, "label": "old", "config": {**ident, "code": "0" * 16}}])
     capsys.readouterr()
     assert main(["results", "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "fresh" in out and "old" in out and "1 current, 1 stale" in out
+    assert "fresh (1 seeds [0] x 1 rounds)" in out and "old (1" in out and "1 current, 1 stale" in out
     assert main(["results", "prune", "--db", str(db)]) == 0
-    assert "pruned 1 stale run(s)" in capsys.readouterr().out
+    assert "pruned 1 stale series" in capsys.readouterr().out
     with Store(db) as store:
-        assert [r["run_id"] for r in store.index()] == ["fresh"]
+        assert [r["label"] for r in store.index()] == ["fresh"]
 
 
 def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stale(tmp_path, experiment_file, capsys):
@@ -175,21 +175,22 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
     db = tmp_path / "r.duckdb"
     with Store(db) as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
-        current = {r.label: r.run_id for r in exp.runs}
+        current = {r.label: r.series_id for r in exp.runs}
         for row in store.index():  # as if computed by an older version of the code
-            assert store.adopt(row["run_id"], "old-" + row["run_id"], {**row["config"], "code": "0" * 16})
-        store.con.execute("UPDATE arms SET arms = list_transform(arms, lambda a: (a + 1) % 4) WHERE run_id = ? "
+            assert store.adopt(row["series_id"], "old-" + row["series_id"], {**row["config"], "code": "0" * 16})
+        store.con.execute("UPDATE seeds SET arms = list_transform(arms, lambda a: (a + 1) % 4) WHERE series_id = ? "
                           "AND seed = 2", ["old-" + current["uniform"]])  # the last seed's stored arms differ
     capsys.readouterr()
     assert main(["results", "revalidate", "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "1 stale run(s) adopted under the current code, 1 left stale" in out
+    assert "1 stale series adopted under the current code, 1 left stale" in out
     assert "uniform" in out and "differ from the stored ones" in out
     with Store(db) as store:
-        runs = {r["run_id"]: r for r in annotated_runs(store)}
+        runs = {r["series_id"]: r for r in annotated_runs(store)}
         assert {current["UCB"], "old-" + current["uniform"]} == set(runs)
         assert runs[current["UCB"]]["current"] and not runs["old-" + current["uniform"]]["current"]
-        assert runs[current["UCB"]]["config"]["adopted_from"] == {"run_id": "old-" + current["UCB"], "code": "0" * 16}
+        assert runs[current["UCB"]]["config"]["adopted_from"] == {"series_id": "old-" + current["UCB"],
+                                                                  "code": "0" * 16}
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 1  # only the stale one
 
 
@@ -205,7 +206,7 @@ def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, mo
     with Store(tmp_path / "r.duckdb") as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 4
         for row in store.index():
-            assert store.adopt(row["run_id"], "old-" + row["run_id"], {**row["config"], "code": "0" * 16})
+            assert store.adopt(row["series_id"], "old-" + row["series_id"], {**row["config"], "code": "0" * 16})
         loop, batches = LOOPS["bandit"], []
         compute = loop.compute
         monkeypatch.setattr(loop, "compute", lambda batch, seeds, **kw: batches.append(len(batch))

@@ -175,6 +175,7 @@ def _results(action: str, db: Path) -> int:
     """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
     (:mod:`nlbandit.experiments.results`)."""
     from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
+    from nlbandit.experiments.runner import seed_ranges
     from nlbandit.store import Store, StoreBusyError, StoreError
 
     if not db.is_file():
@@ -188,19 +189,20 @@ def _results(action: str, db: Path) -> int:
     with store:
         if action == "revalidate":
             adopted, stale = revalidate(store)
-            print(f"{len(adopted)} stale run(s) adopted under the current code, {len(stale)} left stale")
+            print(f"{len(adopted)} stale series adopted under the current code, {len(stale)} left stale")
             return 0
         if action == "prune":
             gone = prune_stale(store)
-            print(f"pruned {len(gone)} stale run(s) from {db}; {len(store.index())} current run(s) kept")
+            print(f"pruned {len(gone)} stale series from {db}; {len(store.index())} current series kept")
             return 0
         runs = annotated_runs(store)
     for r in runs:
         state = "current" if r["current"] else "STALE"
-        print(f"{r['run_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']} "
-              f"({r['n_seeds']} seeds x {r['horizon']} rounds)")
+        seeds = ", ".join(f"{s.start}" if len(s) == 1 else f"{s.start}-{s.stop - 1}" for s in seed_ranges(r["seeds"]))
+        print(f"{r['series_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']} "
+              f"({r['n_seeds']} seeds [{seeds}] x {r['horizon']} rounds)")
     stale = sum(not r["current"] for r in runs)
-    print(f"{len(runs)} run(s) in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
+    print(f"{len(runs)} series in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
           "'nlbandit results revalidate' adopts those whose numbers did not change, 'nlbandit results prune' deletes "
           "them)")
     return 0

@@ -1,51 +1,100 @@
-"""Results store: an embedded DuckDB database.
+"""Results store: an embedded DuckDB database, keyed per seed.
+
+A run (:class:`~nlbandit.experiments.spec.RunConfig`) is a *series* — its resolved configuration and the hash
+of the code that computes it, its identity less its seed range — on a range of seeds. Results are stored per
+(series, seed), so a run whose seeds are partly stored (the same configuration with more seeds, a tuning
+candidate on the seeds of the reported run) computes only the missing ones. Each seed's results are the same
+whichever seeds were computed beside it (:meth:`nlbandit.loops.base.Loop.compute`: float64 arms bit for bit;
+XLA may vectorise a float sum over 2 seeds otherwise than over S and move a curve's last bit).
 
 Tables:
 
-* ``runs``: one row per finished run, keyed by ``run_id`` (hash of the resolved configuration and of the
-  source that computes it, see :meth:`nlbandit.experiments.spec.RunConfig.identity`), with that identity
-  as JSON (its ``code`` field is the source hash) and timing.
-* ``curves``: (run_id, metric, seed, t, value) at the recorded rounds, long format: the cumulative curves
+* ``series``: one row per series, keyed by ``series_id`` (:func:`series_of`), with its identity as JSON (its
+  ``code`` field is the source hash, :meth:`nlbandit.experiments.spec.RunConfig.identity`).
+* ``parts``: one row per computation that stored seeds of a series: its seed range (``first_seed``,
+  ``n_seeds``) and timing (the batch of ``batch_size`` runs it was computed in, side by side).
+* ``seeds``: (series_id, seed) → the part that computed it (``part_first``, ``part_seeds``) and the chosen arm
+  of every round as an integer list.
+* ``curves``: (series_id, seed, metric, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
-* ``arms``: (run_id, seed, arms) with the chosen arm of every round as an integer list.
-* ``phases``: (run_id, t, select_s, update_s) for the runs whose two phases were timed apart
-  (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at sampled rounds t.
+* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s) for the parts whose two phases were
+  timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at sampled rounds t.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
-half of a run. A run's results and the removal of its batch's checkpoint commit together.
+half of a run. A run's results and the removal of its batch's checkpoint commit together. A database of the
+previous layout (one row per run, keyed by its whole identity) is converted on opening, in one transaction.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import numpy as np
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR PRIMARY KEY, experiment VARCHAR, label VARCHAR, config JSON, version VARCHAR,
-    horizon BIGINT, n_seeds INTEGER, compile_s DOUBLE, run_s DOUBLE, chunk_size INTEGER,
-    chunk_seconds DOUBLE[], batch_size INTEGER, finished TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS series (
+    series_id VARCHAR PRIMARY KEY, experiment VARCHAR, label VARCHAR, config JSON, version VARCHAR,
+    horizon BIGINT);
+CREATE TABLE IF NOT EXISTS parts (
+    series_id VARCHAR, first_seed BIGINT, n_seeds INTEGER, compile_s DOUBLE, run_s DOUBLE, chunk_size INTEGER,
+    chunk_seconds DOUBLE[], batch_size INTEGER, finished TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (series_id, first_seed, n_seeds));
+CREATE TABLE IF NOT EXISTS seeds (
+    series_id VARCHAR, seed BIGINT, part_first BIGINT, part_seeds INTEGER, arms INTEGER[],
+    PRIMARY KEY (series_id, seed));
 CREATE TABLE IF NOT EXISTS curves (
-    run_id VARCHAR, metric VARCHAR, seed INTEGER, t BIGINT, value DOUBLE);
-CREATE TABLE IF NOT EXISTS arms (run_id VARCHAR, seed INTEGER, arms INTEGER[]);
-CREATE TABLE IF NOT EXISTS phases (run_id VARCHAR, t BIGINT, select_s DOUBLE, update_s DOUBLE);
+    series_id VARCHAR, seed BIGINT, metric VARCHAR, t BIGINT, value DOUBLE);
+CREATE TABLE IF NOT EXISTS phases (
+    series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
 """
 
+_SERIES_TABLES = ("series", "parts", "seeds", "curves", "phases")
+"""The tables holding a series' rows, keyed by ``series_id``."""
 
-_RUN_TABLES = ("runs", "curves", "arms", "phases")
-"""The tables holding a finished run's rows, keyed by ``run_id``."""
+SEED_FIELDS = ("n_seeds", "seed_offset")
+"""The fields of a run's identity that name its seeds (``seed_offset`` only when not 0)."""
+
+
+def key(identity: dict[str, Any]) -> str:
+    """The 20-hex-digit hash of a JSON-able identity (keys sorted)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def series_of(identity: dict[str, Any]) -> tuple[str, dict[str, Any], range]:
+    """A run identity's series key, its series identity (the identity less :data:`SEED_FIELDS` and an
+    ``adopted_from`` record) and its seeds."""
+    series = {k: v for k, v in identity.items() if k not in SEED_FIELDS and k != "adopted_from"}
+    first = identity.get("seed_offset", 0)
+    return key(series), series, range(first, first + identity["n_seeds"])
+
+
+@dataclass(frozen=True)
+class Part:
+    """A computation that stored seeds of a series: its range (``first_seed``, ``n_seeds``), the seeds it
+    still holds (later computations may have replaced some), the number of runs computed beside it and
+    whether its phases were timed apart."""
+
+    first_seed: int
+    n_seeds: int
+    holds: tuple[int, ...]
+    batch_size: int
+    phased: bool
+
+    def is_whole(self, seeds: range) -> bool:
+        """Whether this part was computed on exactly ``seeds`` and still holds them all."""
+        return (self.first_seed, self.n_seeds) == (seeds.start, len(seeds)) and len(self.holds) == len(seeds)
 
 
 class StoreError(RuntimeError):
@@ -113,27 +162,31 @@ def _check_path(path: Path) -> None:
 
 @dataclass
 class StoredRun:
-    """A finished run read back from the store.
+    """A run read back from the store: a series on some of its stored seeds.
 
     Attributes:
-      rounds: (P,) recorded rounds; curves: the run's cumulative curves by metric, (S, P) each (the first
-        metric of its loop is the regret, :attr:`cum_regret`); arms: (S, T) or None if not loaded.
-      compile_s, run_s: timing of the batch the run was simulated in (``batch_size`` runs side by side).
-      chunk_seconds: per-chunk run times of that batch; chunk_size: rounds per chunk.
-      phases: for a run whose phases were timed apart, (rounds (Q,), select seconds (Q,), update seconds
-        (Q,)) per seed at the sampled rounds; None otherwise.
+      seeds: the seeds read, ascending; rounds: (P,) recorded rounds; curves: the run's cumulative curves by
+        metric, (S, P) each in the order of ``seeds`` (the first metric of its loop is the regret,
+        :attr:`cum_regret`); arms: (S, T) or None if not loaded.
+      compile_s, run_s, batch_size: timing of the computation the seeds were computed in, ``batch_size`` runs
+        side by side. Seeds from several computations (``parts`` > 1), or fewer seeds than their computation
+        held, get the run seconds attributable to them (each part's ``run_s`` × its share of the seeds read),
+        the sum of the parts' compile seconds, and, when the parts' batch sizes differ, both divided by each
+        part's batch size with ``batch_size`` 1.
+      phases: for a run computed in one piece with its phases timed apart, (rounds (Q,), select seconds (Q,),
+        update seconds (Q,)) per seed at the sampled rounds; None otherwise.
     """
 
-    run_id: str
+    series_id: str
     label: str
     config: dict[str, Any]
+    seeds: tuple[int, ...]
     rounds: np.ndarray
     curves: dict[str, np.ndarray]
     compile_s: float
     run_s: float
-    chunk_size: int
-    chunk_seconds: list[float]
     batch_size: int
+    parts: int = 1
     arms: np.ndarray | None = None
     phases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -141,6 +194,25 @@ class StoredRun:
     def cum_regret(self) -> np.ndarray:
         """(S, P) cumulative regret (the ``regret`` curve every loop stores)."""
         return self.curves["regret"]
+
+
+_V2_COLUMNS = {
+    "runs": ["run_id", "experiment", "label", "config", "version", "horizon", "n_seeds", "compile_s", "run_s",
+             "chunk_size", "chunk_seconds", "batch_size", "finished"],
+    "curves": ["run_id", "metric", "seed", "t", "value"],
+    "arms": ["run_id", "seed", "arms"],
+    "phases": ["run_id", "t", "select_s", "update_s"],
+}
+"""The tables of the previous layout (one row per run, keyed by ``run_id``, seeds numbered from 0), which
+:meth:`Store._migrate_v2` converts."""
+
+_DROP_EMPTY_PARTS = """
+DELETE FROM parts WHERE NOT EXISTS (SELECT 1 FROM seeds s WHERE s.series_id = parts.series_id
+    AND s.part_first = parts.first_seed AND s.part_seeds = parts.n_seeds);
+DELETE FROM phases WHERE NOT EXISTS (SELECT 1 FROM parts p WHERE p.series_id = phases.series_id
+    AND p.first_seed = phases.part_first AND p.n_seeds = phases.part_seeds);
+"""
+"""Remove the parts whose seeds later computations have all replaced, and their phase timings."""
 
 
 class Store:
@@ -167,6 +239,9 @@ class Store:
                                      f"time; wait for it or pass another --db): {message}") from None
             raise StoreError(f"results database {self.path} cannot be opened ({message}); pass another --db") from None
         try:
+            found = _columns(self.con)
+            if {t: [c for c, _ in found.get(t, [])] for t in _V2_COLUMNS} == _V2_COLUMNS and "series" not in found:
+                self._migrate_v2()
             self._check_schema()
             self.con.execute(_SCHEMA)
         except BaseException:
@@ -184,9 +259,55 @@ class Store:
                                      " (a database of an older nlbandit: its runs were keyed by code that has "
                                      "changed since, so none of them would be reused; delete it)"
                                      if table == "curves" and ("cum_reward", "DOUBLE") in found[table] else ""))
+        if "runs" in found:
+            columns, previous = ", ".join(c for c, _ in found["runs"]), ", ".join(_V2_COLUMNS["runs"])
+            raise StoreError(f"results database {self.path} has a table 'runs' with columns ({columns}), neither "
+                             f"nlbandit's layout nor its previous one ({previous}); pass another --db")
         if found and not set(found) & set(expected):
             raise StoreError(f"results database {self.path} holds other tables ({', '.join(sorted(found))}), not "
                              "nlbandit results; pass another --db")
+
+    def _migrate_v2(self) -> None:
+        """Convert a database of the previous layout (:data:`_V2_COLUMNS`) in one transaction: each run becomes
+        a part of its series on seeds ``seed_offset ..``; where two runs stored the same seed of a series, the
+        one finished last is kept."""
+        runs = self.con.execute("SELECT run_id, config FROM runs").fetchall()
+        mapping = []
+        for run_id, config in runs:
+            identity = json.loads(config)
+            series_id, _, seeds = series_of(identity)
+            series = {k: v for k, v in identity.items() if k not in SEED_FIELDS}
+            mapping.append([run_id, series_id, json.dumps(series), seeds.start, len(seeds)])
+        with self._transaction() as con:
+            con.execute("ALTER TABLE curves RENAME TO curves_v2")
+            con.execute("ALTER TABLE phases RENAME TO phases_v2")
+            con.execute(_SCHEMA)
+            con.execute("CREATE TEMP TABLE runmap (run_id VARCHAR, series_id VARCHAR, config VARCHAR, "
+                        "first_seed BIGINT, n_seeds INTEGER)")
+            if mapping:
+                con.executemany("INSERT INTO runmap VALUES (?, ?, ?, ?, ?)", mapping)
+            con.execute("""
+                INSERT INTO series SELECT m.series_id, r.experiment, r.label, m.config, r.version, r.horizon
+                FROM runs r JOIN runmap m USING (run_id)
+                QUALIFY row_number() OVER (PARTITION BY m.series_id ORDER BY r.finished DESC) = 1""")
+            con.execute("""
+                INSERT INTO parts SELECT m.series_id, m.first_seed, m.n_seeds, r.compile_s, r.run_s, r.chunk_size,
+                    r.chunk_seconds, r.batch_size, r.finished FROM runs r JOIN runmap m USING (run_id)""")
+            con.execute("""
+                INSERT INTO seeds SELECT m.series_id, m.first_seed + a.seed, m.first_seed, m.n_seeds, a.arms
+                FROM arms a JOIN runmap m USING (run_id) JOIN runs r USING (run_id)
+                QUALIFY row_number() OVER (PARTITION BY m.series_id, m.first_seed + a.seed
+                                           ORDER BY r.finished DESC) = 1""")
+            con.execute("""
+                INSERT INTO curves SELECT m.series_id, m.first_seed + c.seed, c.metric, c.t, c.value
+                FROM curves_v2 c JOIN runmap m USING (run_id) JOIN seeds s ON s.series_id = m.series_id
+                    AND s.seed = m.first_seed + c.seed AND s.part_first = m.first_seed AND s.part_seeds = m.n_seeds""")
+            con.execute("""
+                INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s
+                FROM phases_v2 p JOIN runmap m USING (run_id)""")
+            con.execute(_DROP_EMPTY_PARTS)
+            for table in ("runs", "arms", "curves_v2", "phases_v2", "runmap"):
+                con.execute(f"DROP TABLE {table}")
 
     def close(self) -> None:
         """Close the database."""
@@ -208,28 +329,24 @@ class Store:
             raise
         self.con.execute("COMMIT")
 
-    def finished(self, run_ids: list[str]) -> set[str]:
-        """The subset of ``run_ids`` whose results are stored."""
-        if not run_ids:
-            return set()
-        rows = self.con.execute("SELECT run_id FROM runs WHERE list_contains(?, run_id)", [run_ids]).fetchall()
-        return {r[0] for r in rows}
-
-    def batch_sizes(self, run_ids: list[str]) -> dict[str, int]:
-        """For the stored runs among ``run_ids``: how many runs were computed side by side with each."""
-        if not run_ids:
+    def parts(self, series_ids: Iterable[str]) -> dict[str, list[Part]]:
+        """The stored parts of each of ``series_ids`` that has any, by series."""
+        ids = sorted(set(series_ids))
+        if not ids:
             return {}
-        rows = self.con.execute("SELECT run_id, batch_size FROM runs WHERE list_contains(?, run_id)",
-                                [run_ids]).fetchall()
-        return dict(rows)
-
-    def phased(self, run_ids: list[str]) -> set[str]:
-        """The subset of ``run_ids`` stored with their phases timed apart."""
-        if not run_ids:
-            return set()
-        rows = self.con.execute("SELECT DISTINCT run_id FROM phases WHERE list_contains(?, run_id)",
-                                [run_ids]).fetchall()
-        return {r[0] for r in rows}
+        rows = self.con.execute("""
+            SELECT p.series_id, p.first_seed, p.n_seeds, list(s.seed ORDER BY s.seed), p.batch_size,
+                EXISTS (SELECT 1 FROM phases ph WHERE ph.series_id = p.series_id AND ph.part_first = p.first_seed
+                        AND ph.part_seeds = p.n_seeds)
+            FROM parts p JOIN seeds s ON s.series_id = p.series_id AND s.part_first = p.first_seed
+                AND s.part_seeds = p.n_seeds
+            WHERE list_contains(?, p.series_id)
+            GROUP BY p.series_id, p.first_seed, p.n_seeds, p.batch_size ORDER BY p.series_id, p.first_seed""",
+                                [ids]).fetchall()
+        out: dict[str, list[Part]] = {}
+        for series_id, first, n, holds, batch_size, phased in rows:
+            out.setdefault(series_id, []).append(Part(first, n, tuple(holds), batch_size, phased))
+        return out
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:
         """The saved progress of a batch, or None."""
@@ -244,92 +361,137 @@ class Store:
                         [batch_id, t_done, progress])
 
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
-        """Store finished runs and drop their batch's checkpoint, in one transaction.
+        """Store computed runs, each as a part of its series, and drop their batch's checkpoint, in one transaction.
 
-        Each row: run_id, experiment, label, config, version, rounds (P,), curves (metric name → (S, P),
-        with a ``regret`` curve), arms (S, T), compile_s, run_s, chunk_size, chunk_seconds, batch_size. A run
-        stored again loses its phase timings (:meth:`save_phases` adds them after).
+        Each row: experiment, label, config (the run's identity: its series and seeds, :func:`series_of`),
+        version, rounds (P,), curves (metric name → (S, P), with a ``regret`` curve), arms (S, T), compile_s,
+        run_s, chunk_size, chunk_seconds, batch_size (and the run's ``run_id``, not read). Stored seeds of the
+        series are replaced, a part computed again on the same seeds loses its phase timings
+        (:meth:`save_phases` adds them after).
         """
         with self._transaction() as con:
             for r in rows:
-                for table in _RUN_TABLES:
-                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [r["run_id"]])
+                series_id, _, seeds = series_of(r["config"])
                 n_seeds, n_points = r["curves"]["regret"].shape
-                metrics = list(r["curves"])
+                if n_seeds != len(seeds):
+                    raise ValueError(f"run {r['label']!r}: curves of {n_seeds} seeds for a run of {len(seeds)}")
+                first, last, metrics = seeds.start, seeds.stop - 1, list(r["curves"])
+                series = {k: v for k, v in r["config"].items() if k not in SEED_FIELDS}
+                con.execute("DELETE FROM series WHERE series_id = ?", [series_id])
+                con.execute("INSERT INTO series VALUES (?, ?, ?, ?, ?, ?)",
+                            [series_id, r["experiment"], r["label"], json.dumps(series), r["version"],
+                             int(r["rounds"][-1])])
+                for table in ("seeds", "curves"):
+                    con.execute(f"DELETE FROM {table} WHERE series_id = ? AND seed BETWEEN ? AND ?",
+                                [series_id, first, last])
+                con.execute("DELETE FROM parts WHERE series_id = ? AND first_seed = ? AND n_seeds = ?",
+                            [series_id, first, n_seeds])
+                con.execute("DELETE FROM phases WHERE series_id = ? AND part_first = ? AND part_seeds = ?",
+                            [series_id, first, n_seeds])
                 con.execute(
-                    "INSERT INTO runs (run_id, experiment, label, config, version, horizon, n_seeds, compile_s,"
-                    " run_s, chunk_size, chunk_seconds, batch_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [r["run_id"], r["experiment"], r["label"], json.dumps(r["config"]), r["version"],
-                     int(r["rounds"][-1]), n_seeds, r["compile_s"], r["run_s"], r["chunk_size"],
-                     [float(s) for s in r["chunk_seconds"]], r["batch_size"]],
-                )
+                    "INSERT INTO parts (series_id, first_seed, n_seeds, compile_s, run_s, chunk_size, chunk_seconds,"
+                    " batch_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [series_id, first, n_seeds, r["compile_s"], r["run_s"], r["chunk_size"],
+                     [float(s) for s in r["chunk_seconds"]], r["batch_size"]])
+                con.executemany("INSERT INTO seeds VALUES (?, ?, ?, ?, ?)",
+                                [[series_id, seed, first, n_seeds, r["arms"][i].tolist()]
+                                 for i, seed in enumerate(seeds)])
                 size = n_seeds * n_points
                 new_curves = {  # noqa: F841  (read by DuckDB's replacement scan)
-                    "run_id": np.full(size * len(metrics), r["run_id"]),
+                    "series_id": np.full(size * len(metrics), series_id),
+                    "seed": np.tile(np.repeat(np.arange(first, last + 1, dtype=np.int64), n_points), len(metrics)),
                     "metric": np.repeat(np.array(metrics), size),
-                    "seed": np.tile(np.repeat(np.arange(n_seeds, dtype=np.int32), n_points), len(metrics)),
                     "t": np.tile(r["rounds"].astype(np.int64), n_seeds * len(metrics)),
                     "value": np.concatenate([np.asarray(r["curves"][m], np.float64).reshape(-1) for m in metrics]),
                 }
                 con.execute("INSERT INTO curves SELECT * FROM new_curves")
-                con.executemany("INSERT INTO arms VALUES (?, ?, ?)",
-                                [[r["run_id"], s, r["arms"][s].tolist()] for s in range(n_seeds)])
+            con.execute(_DROP_EMPTY_PARTS)
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
-    def save_phases(self, run_id: str, samples) -> None:
-        """Replace the phase timings of a stored run (``samples``: (t, select seconds, update seconds) per
-        seed, :class:`~nlbandit.core.phases.PhaseSample`), in one transaction."""
+    def save_phases(self, series_id: str, seeds: range, samples) -> None:
+        """Replace the phase timings of the stored part of ``series_id`` computed on ``seeds`` (``samples``:
+        (t, select seconds, update seconds) per seed, :class:`~nlbandit.core.phases.PhaseSample`), in one
+        transaction."""
+        part = [series_id, seeds.start, len(seeds)]
         with self._transaction() as con:
-            con.execute("DELETE FROM phases WHERE run_id = ?", [run_id])
-            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?)",
-                            [[run_id, int(t), float(a), float(b)] for t, a, b in samples])
+            con.execute("DELETE FROM phases WHERE series_id = ? AND part_first = ? AND part_seeds = ?", part)
+            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?)",
+                            [[*part, int(t), float(a), float(b)] for t, a, b in samples])
 
-    def load(self, run_id: str, with_arms: bool = False) -> StoredRun:
-        """Read a finished run back (``KeyError`` if it is not stored)."""
-        row = self.con.execute(
-            "SELECT label, config, compile_s, run_s, chunk_size, chunk_seconds, batch_size, n_seeds"
-            " FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        if row is None:
-            raise KeyError(run_id)
-        label, config, compile_s, run_s, chunk_size, chunk_seconds, batch_size, n_seeds = row
-        c = self.con.execute(
-            "SELECT metric, t, value FROM curves WHERE run_id = ? ORDER BY metric, seed, t", [run_id]).fetchnumpy()
+    def load(self, series_id: str, seeds: Iterable[int], with_arms: bool = False) -> StoredRun:
+        """Read ``seeds`` of a stored series back (``KeyError`` naming the series if one of them is not stored;
+        ``ValueError`` if they were recorded at different rounds)."""
+        wanted = sorted(set(seeds))
+        head = self.con.execute("SELECT label, config FROM series WHERE series_id = ?", [series_id]).fetchone()
+        held = self.con.execute(
+            "SELECT part_first, part_seeds, count(*) FROM seeds WHERE series_id = ? AND list_contains(?, seed)"
+            " GROUP BY part_first, part_seeds ORDER BY part_first", [series_id, wanted]).fetchall()
+        if head is None or sum(n for *_, n in held) != len(wanted):
+            raise KeyError(series_id)
+        parts = [self.con.execute(
+            "SELECT compile_s, run_s, batch_size, n_seeds FROM parts WHERE series_id = ? AND first_seed = ? AND"
+            " n_seeds = ?", [series_id, first, size]).fetchone() + (n,) for first, size, n in held]
+        sizes = {b for _, _, b, _, _ in parts}
+        per_batch = len(sizes) > 1
+        compile_s = sum(c / (b if per_batch else 1) for c, _, b, _, _ in parts)
+        run_s = sum(r * n / size / (b if per_batch else 1) for _, r, b, size, n in parts)
+        c = self.con.execute("SELECT metric, t, value FROM curves WHERE series_id = ? AND list_contains(?, seed)"
+                             " ORDER BY metric, seed, t", [series_id, wanted]).fetchnumpy()
         metric = np.asarray(c["metric"], dtype=object)
         names = list(dict.fromkeys(metric))
-        rounds = np.asarray(c["t"])[metric == names[0]].reshape(n_seeds, -1)[0]
-        curves = {m: np.asarray(c["value"])[metric == m].reshape(n_seeds, -1) for m in names}
+        try:
+            rounds = np.asarray(c["t"])[metric == names[0]].reshape(len(wanted), -1)
+            curves = {m: np.asarray(c["value"])[metric == m].reshape(len(wanted), -1) for m in names}
+        except ValueError:
+            rounds = None
+        if rounds is None or not (rounds == rounds[0]).all():
+            raise ValueError(f"stored run {series_id}: seeds {wanted[0]}..{wanted[-1]} were recorded at different "
+                             "rounds (a diverged tuning point beside finished seeds?); delete it ('nlbandit results "
+                             "prune' after a code change) and compute it again")
         arms = None
         if with_arms:
-            a = self.con.execute("SELECT arms FROM arms WHERE run_id = ? ORDER BY seed", [run_id]).fetchall()
+            a = self.con.execute("SELECT arms FROM seeds WHERE series_id = ? AND list_contains(?, seed) ORDER BY seed",
+                                 [series_id, wanted]).fetchall()
             arms = np.array([x[0] for x in a], dtype=np.int32)
-        p = self.con.execute("SELECT t, select_s, update_s FROM phases WHERE run_id = ? ORDER BY t",
-                             [run_id]).fetchnumpy()
-        phases = (np.asarray(p["t"]), np.asarray(p["select_s"]), np.asarray(p["update_s"])) if len(p["t"]) else None
-        return StoredRun(run_id, label, json.loads(config), rounds, curves, compile_s, run_s, chunk_size,
-                         list(chunk_seconds), batch_size, arms, phases)
+        phases = None
+        if len(held) == 1 and (held[0][0], held[0][1]) == (wanted[0], len(wanted)):
+            p = self.con.execute("SELECT t, select_s, update_s FROM phases WHERE series_id = ? AND part_first = ? AND"
+                                 " part_seeds = ? ORDER BY t", [series_id, wanted[0], len(wanted)]).fetchnumpy()
+            phases = (np.asarray(p["t"]), np.asarray(p["select_s"]), np.asarray(p["update_s"])) if len(p["t"]) \
+                else None
+        return StoredRun(series_id, head[0], json.loads(head[1]), tuple(wanted), rounds[0], curves, compile_s, run_s,
+                         1 if per_batch else sizes.pop(), len(held), arms, phases)
 
     def index(self) -> list[dict[str, Any]]:
-        """Every finished run: run_id, experiment, label, config (the run's identity, with its ``code``
-        hash), horizon, n_seeds, run_s and finished time, ordered by experiment and label."""
-        rows = self.con.execute(
-            "SELECT run_id, experiment, label, config, horizon, n_seeds, run_s, finished FROM runs"
-            " ORDER BY experiment, label, finished").fetchall()
-        keys = ("run_id", "experiment", "label", "config", "horizon", "n_seeds", "run_s", "finished")
-        return [{**dict(zip(keys, r)), "config": json.loads(r[3])} for r in rows]
+        """Every stored series: series_id, experiment, label, config (its identity, with its ``code`` hash),
+        horizon, seeds (the stored seeds, ascending), n_seeds, run_s (of its parts) and finished (its last
+        part's time), ordered by experiment and label."""
+        rows = self.con.execute("""
+            SELECT s.series_id, s.experiment, s.label, s.config, s.horizon,
+                (SELECT list(d.seed ORDER BY d.seed) FROM seeds d WHERE d.series_id = s.series_id),
+                sum(p.run_s), max(p.finished)
+            FROM series s JOIN parts p USING (series_id)
+            GROUP BY ALL ORDER BY s.experiment, s.label, max(p.finished)""").fetchall()
+        out = []
+        for series_id, experiment, label, config, horizon, seeds, run_s, finished in rows:
+            out.append(dict(series_id=series_id, experiment=experiment, label=label, config=json.loads(config),
+                            horizon=horizon, seeds=list(seeds), n_seeds=len(seeds), run_s=run_s, finished=finished))
+        return out
 
-    def adopt(self, run_id: str, new_id: str, config: dict[str, Any]) -> bool:
-        """Re-key stored run ``run_id`` as ``new_id`` with identity ``config`` (its rows, curves, arms and
-        phases), in one transaction; False, changing nothing, when ``new_id`` is stored already."""
+    def adopt(self, series_id: str, new_id: str, config: dict[str, Any]) -> bool:
+        """Re-key stored series ``series_id`` as ``new_id`` with identity ``config`` (less its seed fields; every
+        row of the series), in one transaction; False, changing nothing, when ``new_id`` is stored already."""
         with self._transaction() as con:
-            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [new_id]).fetchone()[0]:
+            if con.execute("SELECT count(*) FROM series WHERE series_id = ?", [new_id]).fetchone()[0]:
                 return False
-            for table in _RUN_TABLES:
-                con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [new_id, run_id])
-            con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(config), new_id])
+            for table in _SERIES_TABLES:
+                con.execute(f"UPDATE {table} SET series_id = ? WHERE series_id = ?", [new_id, series_id])
+            con.execute("UPDATE series SET config = ? WHERE series_id = ?",
+                        [json.dumps({k: v for k, v in config.items() if k not in SEED_FIELDS}), new_id])
         return True
 
-    def delete_runs(self, run_ids: list[str]) -> None:
-        """Remove finished runs (their row, curves, arms and phases) in one transaction."""
+    def delete_series(self, series_ids: list[str]) -> None:
+        """Remove stored series (every row of each) in one transaction."""
         with self._transaction() as con:
-            for table in _RUN_TABLES:
-                con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [run_ids])
+            for table in _SERIES_TABLES:
+                con.execute(f"DELETE FROM {table} WHERE list_contains(?, series_id)", [series_ids])

@@ -1,14 +1,16 @@
 """Run an experiment's missing runs into the store, batching grids.
 
-Runs that share the environment, the policy's static hyperparameters and the sizes differ only in
-traced hyperparameters; they form one *batch* computed side by side by the experiment's loop
-(:meth:`nlbandit.loops.base.Loop.run_batch`: one compilation, common random numbers), which stores it and,
-where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a runtime claim reads
-(:func:`~nlbandit.experiments.claims.timed_runs`) is computed alone, and computed again alone when the
-store has it from a batch of several (another experiment's grid), since a batch runs at the pace of its
-slowest lane; a run whose select and update times a claim reads is computed alone with its phases timed
-apart (:func:`~nlbandit.experiments.claims.phased_runs`, :mod:`nlbandit.loops.phases`; a resumed run keeps
-the samples taken after it resumed).
+The store keeps results per seed (:mod:`nlbandit.store`), so a run computes only the seeds its series lacks
+(:func:`missing`): raising an experiment's ``seeds`` computes the new ones, and a run stored by another file with
+some of the same seeds reuses them. Runs that share the environment, the policy's static hyperparameters, the
+sizes and the seeds differ only in traced hyperparameters; they form one *batch* computed side by side by the
+experiment's loop (:meth:`nlbandit.loops.base.Loop.run_batch`: one compilation, common random numbers), which
+stores it and, where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a runtime
+claim reads (:func:`~nlbandit.experiments.claims.timed_runs`) is computed alone on all its seeds, and computed
+again so when the store has it in pieces or from a batch of several (another experiment's grid), since a
+batch runs at the pace of its slowest lane; a run whose select and update times a claim reads is computed
+alone with its phases timed apart (:func:`~nlbandit.experiments.claims.phased_runs`,
+:mod:`nlbandit.loops.phases`; a resumed run keeps the samples taken after it resumed).
 
 The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, or Ray workers), except
 those whose times a claim reads: they run in this process, one after the other, after the others are done.
@@ -17,6 +19,7 @@ those whose times a claim reads: they run in this process, one after the other, 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Callable
 
@@ -48,6 +51,75 @@ def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[R
     return list(groups.values())
 
 
+def seed_ranges(seeds: list[int]) -> list[range]:
+    """Ascending ``seeds`` as maximal ranges of consecutive seeds."""
+    out: list[range] = []
+    for s in seeds:
+        if out and out[-1].stop == s:
+            out[-1] = range(out[-1].start, s + 1)
+        else:
+            out.append(range(s, s + 1))
+    return out
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What the store lacks of some runs (:func:`missing`).
+
+    Attributes:
+      todo: the runs to compute: whole runs, or a run on a range of the seeds it lacks.
+      done: how many runs are stored whole; partly: how many have some seeds stored, reused (``reused``
+        seeds in all); retimed: how many are computed again whole because a claim reads their time.
+    """
+
+    todo: list[RunConfig]
+    done: int
+    partly: int
+    reused: int
+    retimed: int
+
+    def describe(self, store: Store, what: str = "run") -> list[str]:
+        """The log lines saying what is reused from ``store``."""
+        lines = [f"{self.done} {what}(s) already in {store.path}, skipped"] if self.done else []
+        if self.partly:
+            lines.append(f"{self.partly} {what}(s) partly in {store.path}: {self.reused} stored seed(s) reused, only "
+                         "the missing seeds computed")
+        if self.retimed:
+            lines.append(f"{self.retimed} {what}(s) computed again alone on all their seeds, stored in pieces, from a "
+                         "batch of several or without their phases timed: a runtime claim reads their time")
+        return lines
+
+
+def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
+            phased: set[str] = frozenset()) -> Missing:
+    """What of ``runs`` (equal ``run_id`` counted once) ``store`` lacks. A run in ``timed`` (by ``run_id``) is
+    complete only when one stored part computed exactly its seeds alone, one in ``phased`` when that part has
+    its phases timed apart; it is computed whole otherwise. Any other run lacks only its seeds not stored."""
+    unique = list({r.run_id: r for r in runs}.values())
+    parts = store.parts(r.series_id for r in unique)
+    todo, done, partly, reused, retimed = [], 0, 0, 0, 0
+    for run in unique:
+        held = parts.get(run.series_id, [])
+        stored = {s for p in held for s in p.holds}
+        if run.run_id in timed or run.run_id in phased:
+            if any(p.is_whole(run.seeds) and p.batch_size == 1 and (p.phased or run.run_id not in phased)
+                   for p in held):
+                done += 1
+            else:
+                todo.append(run)
+                retimed += bool(stored & set(run.seeds))
+            continue
+        lacking = [s for s in run.seeds if s not in stored]
+        if not lacking:
+            done += 1
+        elif len(lacking) == run.n_seeds:
+            todo.append(run)
+        else:
+            partly, reused = partly + 1, reused + run.n_seeds - len(lacking)
+            todo += [replace(run, seed_offset=r.start, n_seeds=len(r)) for r in seed_ranges(lacking)]
+    return Missing(todo, done, partly, reused, retimed)
+
+
 def run_batch_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
                   batch: list[RunConfig], tag: str, chunk_size: int,
                   on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
@@ -67,7 +139,8 @@ def run_experiment(
     on_checkpoint: Callable[[SimProgress], None] | None = None,
     executor: Executor | None = None,
 ) -> int:
-    """Compute every run of ``exp`` that the store does not have yet; return how many were run.
+    """Compute every run of ``exp`` that the store does not have yet (only its missing seeds, :func:`missing`);
+    return how many runs (or parts of runs) were computed.
 
     ``executor`` computes the batches (default: :class:`~nlbandit.experiments.executors.LocalExecutor`);
     ``on_checkpoint`` is called after each checkpoint is committed (used by tests to kill a run midway; local
@@ -83,17 +156,11 @@ def run_experiment(
     executor = LocalExecutor() if executor is None else executor
     if on_checkpoint is not None and not isinstance(executor, LocalExecutor):
         raise ValueError("on_checkpoint is called by the local executor only")
-    sizes = store.batch_sizes([r.run_id for r in exp.runs])
     timed, phased = timed_runs(exp), phased_runs(exp)
-    retime = {i for i in timed if sizes.get(i, 1) > 1} | ((phased & set(sizes)) - store.phased(list(phased)))
-    done = set(sizes) - retime
-    todo = [r for r in exp.runs if r.run_id not in done]
-    if done:
-        log(f"{len(done)} run(s) already in {store.path}, skipped")
-    if retime:
-        log(f"{len(retime)} run(s) computed again alone, stored from a batch of several or without their "
-            "phases timed: a runtime claim reads their time")
-    todo_batches = batches(todo, timed)
+    lacking = missing(store, exp.runs, timed, phased)
+    for line in lacking.describe(store):
+        log(line)
+    todo_batches = batches(lacking.todo, timed)
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
     here = timed | phased  # computed in this process, after the others: a claim reads their time
     jobs = [Job(batch_id(b), run_batch_job, dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size,
@@ -123,7 +190,7 @@ def _run_phased(exp: Experiment, store: Store, batch: list[RunConfig], tag: str,
 
     LOOPS[exp.loop].run_batch(exp, store, batch, tag, progress=progress, log=log, on_checkpoint=timed_checkpoint,
                               chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
-    store.save_phases(batch[0].run_id, timer.samples)
+    store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples)
     select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
     log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
         "per seed-round")

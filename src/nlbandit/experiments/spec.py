@@ -8,14 +8,13 @@ and :mod:`nlbandit.experiments.runner` computes the runs with their loop.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nlbandit.loops import DEFAULT_LOOP, LOOPS
 from nlbandit.provenance import code_hash
+from nlbandit.store import key, series_of
 
 
 def run_code(policy: str, env: str, loop: str = DEFAULT_LOOP) -> str:
@@ -84,9 +83,14 @@ class RunConfig:
 
     @property
     def run_id(self) -> str:
-        """Hash of :meth:`identity`."""
-        blob = json.dumps(self.identity(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:20]
+        """Hash of :meth:`identity` (:func:`nlbandit.store.key`): names the run and its batch's checkpoint."""
+        return key(self.identity())
+
+    @property
+    def series_id(self) -> str:
+        """The store's key of the run's results (:func:`nlbandit.store.series_of`): its identity less its seeds,
+        which the store keeps one by one."""
+        return series_of(self.identity())[0]
 
     @property
     def case_label(self) -> str:

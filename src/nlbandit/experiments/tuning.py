@@ -7,9 +7,9 @@ For every tuned series and environment case, each point of its grid is simulated
 (``offset .. offset + seeds − 1``, disjoint from the reported seeds 0..S−1 by construction); the points that
 differ only in traced hyperparameters run side by side in one compiled batch, on common random numbers.
 The point with the best mean final value of the objective (the first in grid order on a tie) becomes the
-series' run on that case, computed on the reported seeds like any other run. Tuning runs are stored runs
-(their identity carries their ``seed_offset``), so a second call reuses them and the report reads them back
-for its tuning table.
+series' run on that case, computed on the reported seeds like any other run. Tuning runs are stored per seed
+like any run (the tuning seeds of the point's series), so a second call reuses them and the report reads them
+back for its tuning table.
 
 A grid point whose training diverges (the engine refuses a non-finite state) is never chosen, as a grid
 search over a learning rate must allow: when a batch fails so, its points are run one by one, and a point
@@ -26,7 +26,7 @@ import numpy as np
 
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
-from nlbandit.experiments.runner import batches
+from nlbandit.experiments.runner import batches, missing
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, batch_id, stored_rows
@@ -83,7 +83,7 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
     point's mean is infinite, ``ValueError`` when all diverged)."""
     out = []
     for tuning in exp.tuning:
-        finals = [store.load(c.run_id).curves[METRIC[tuning.objective]][:, -1] for c in tuning.candidates]
+        finals = [store.load(c.series_id, c.seeds).curves[METRIC[tuning.objective]][:, -1] for c in tuning.candidates]
         means = [float(np.mean(f)) for f in finals]
         ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size)
               if f.size > 1 and np.all(np.isfinite(f)) else 0.0 for f in finals]
@@ -103,10 +103,10 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
     if not exp.tuning:
         return exp
     candidates = [c for t in exp.tuning for c in t.candidates]
-    done = store.finished([c.run_id for c in candidates])
-    todo = batches([c for c in candidates if c.run_id not in done])
-    if done:
-        log(f"{len(done)} tuning run(s) already in {store.path}, skipped")
+    lacking = missing(store, candidates)
+    for line in lacking.describe(store, "tuning run"):
+        log(line)
+    todo = batches(lacking.todo)
     jobs = [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[tune {i}/{len(todo)}]",
                                                   chunk_size=chunk_size))
             for i, batch in enumerate(todo, 1)]

@@ -86,7 +86,7 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     a series and was not through :func:`~nlbandit.experiments.tuning.tune_experiment`)."""
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
-    return [Row(r, store.load(r.run_id)) for r in exp.runs]
+    return [Row(r, store.load(r.series_id, r.seeds)) for r in exp.runs]
 
 
 def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
@@ -461,6 +461,7 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
     for r in rows:
         s = r.stored
         batch = f" (batch of {s.batch_size})" if s.batch_size > 1 else ""
+        batch += f" ({s.parts} computations)" if s.parts > 1 else ""
         extra_cells = "".join(f" {c} |" for c in loop.report_cells(r.run, s.curves))
         lines.append(
             f"| {r.run.label} | {r.run.case_label or '—'} |{extra_cells} {np.mean(r.final):.1f} | {r.ci(exp.ci):.1f} | "
