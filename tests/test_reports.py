@@ -1,12 +1,14 @@
 """The committed reproduction reports (docs/reproductions/<paper>/<figure>.md) list runs computed by the current
 code: every run code a report states is the code its policy and environment have now
 (:func:`nlbandit.experiments.spec.run_code`), so a report is regenerated (or its runs revalidated, ``nlbandit
-results revalidate``) in the commit that changes the code behind it. The reports the current code has not
-regenerated yet are listed in :data:`STALE`; that list may only shrink: a listed report that has become current
-fails until it is removed from the list."""
+results revalidate --reports``) in the commit that changes the code behind it. The reports the current code has
+not regenerated yet are listed in :data:`STALE`, those written before run lists in :data:`NO_RUN_LIST`; both
+lists may only shrink: a listed report that has become current (or has its run list) fails until it is removed
+from the list."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -16,6 +18,7 @@ import pytest
 
 from nlbandit.experiments.spec import run_code
 from nlbandit.loops import DEFAULT_LOOP
+from nlbandit.report.runlist import run_list_path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "docs" / "reproductions").glob("*/*.md"))
@@ -30,6 +33,11 @@ STALE = {
 """Reports computed by code that has changed since (the source hash became a normalised syntax tree, and the
 engine, the loops and every family were reworked, with their numbers unchanged: tests/fingerprints.json), to be
 regenerated at full scale (the command at the top of each) or revalidated from the database that holds them."""
+
+
+NO_RUN_LIST = {f"{r.parent.name}/{r.name}" for r in REPORTS} - set()
+"""Reports written before run lists (``<name>.runs.json``, :mod:`nlbandit.report.runlist`): they cannot be
+revalidated without their database, only regenerated."""
 
 
 def _current_codes(report: Path) -> set[str]:
@@ -54,3 +62,15 @@ def test_committed_reports_list_runs_of_the_current_code(report):
     else:
         assert current, (f"{name} lists runs of code that has changed since ({sorted(listed - _current_codes(report))}"
                          "): regenerate it with the command at its top, or revalidate its runs")
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=[f"{r.parent.name}/{r.name}" for r in REPORTS])
+def test_committed_reports_have_their_run_list(report):
+    name, runs = f"{report.parent.name}/{report.name}", run_list_path(report)
+    if name in NO_RUN_LIST:
+        assert not runs.exists(), f"{name} has its run list now: remove it from NO_RUN_LIST"
+        return
+    entries = json.loads(runs.read_text(encoding="utf-8"))
+    listed = set(re.findall(r"\(code ([0-9a-f]{16})\)", report.read_text(encoding="utf-8")))
+    assert {e["identity"]["code"] for e in entries} == listed, f"{name}: its run list and its codes disagree"
+    assert all(len(e["digest"]) == 16 for e in entries)

@@ -1,23 +1,25 @@
-"""Atomic, durable ``.npz`` files: what a saved agent or an exported instance is written with."""
+"""Atomic, durable files: what a saved agent, an exported instance and a report are written with."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 import numpy as np
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray], compress: bool = False) -> Path:
-    """Write ``arrays`` to ``path`` as ``.npz`` atomically (a temporary file in the same folder, synced,
-    then renamed, and the rename synced where the platform allows), so ``path`` is never half-written."""
+def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
+    """Write ``path`` atomically with ``write(file)``: into a temporary file in the same folder (created with
+    its parents), synced, then renamed over ``path``, and the rename synced where the platform allows, so
+    ``path`` is never half-written; the temporary file is removed if ``write`` fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            (np.savez_compressed if compress else np.savez)(f, **arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -26,6 +28,16 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], compress: bool = False)
         raise
     _sync_folder(path.parent)
     return path
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`write_with`)."""
+    return write_with(path, lambda f: f.write(data))
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray], compress: bool = False) -> Path:
+    """Write ``arrays`` to ``path`` as ``.npz`` atomically (:func:`write_with`)."""
+    return write_with(path, lambda f: (np.savez_compressed if compress else np.savez)(f, **arrays))
 
 
 def _sync_folder(folder: Path) -> None:

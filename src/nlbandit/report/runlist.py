@@ -1,0 +1,127 @@
+"""The run list written beside a report, and revalidation of a committed report from it.
+
+``<name>.runs.json`` lists every run of the report: its label and case, its identity (the resolved environment
+and policy, sizes, seeds and the hash of the code that computed it,
+:meth:`~nlbandit.experiments.spec.RunConfig.identity`) and a digest of its first and last seed
+(:func:`digest`: the chosen arms bit for bit, the curves to 6 significant digits). Each seed's results are
+the same whichever seeds run beside it, so recomputing those two seeds under new code and finding every digest
+equal shows that the code change left the report's numbers as they are: :func:`revalidate_report` then records
+the runs' new code hashes in the report and its run list, without the results database and without
+recomputing the other seeds. A report any of whose digests differs is left as it is, stale, to be
+regenerated. The tuning runs a tuned series was chosen by are not recomputed: the chosen run's digest,
+computed by the same code, stands for them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from nlbandit.atomic import write_bytes
+from nlbandit.experiments.results import sample_seeds
+from nlbandit.experiments.runner import batch_key
+from nlbandit.experiments.spec import RunConfig
+from nlbandit.loops import LOOPS
+from nlbandit.provenance import package_hash
+from nlbandit.store import Store
+
+CURVE_DIGITS = 6
+"""Significant digits of the curves in a :func:`digest`: XLA may sum a float64 over 2 seeds in another order
+than over S, moving a value's last bits (seen: 1e-13 relative), which must not change the digest."""
+
+
+def digest(rounds: np.ndarray, arms: np.ndarray, curves: dict[str, np.ndarray]) -> str:
+    """A 16-hex-digit hash of some seeds' results: the recorded rounds, the chosen arms (S, T) and each curve
+    (S, P) rounded to :data:`CURVE_DIGITS` significant digits."""
+    h = hashlib.sha256(np.asarray(rounds, np.int64).tobytes() + np.asarray(arms, np.int32).tobytes())
+    for metric in sorted(curves):
+        values = np.asarray(curves[metric], np.float64).reshape(-1)
+        h.update(metric.encode() + " ".join(f"{v:.{CURVE_DIGITS - 1}e}" for v in values).encode())
+    return h.hexdigest()[:16]
+
+
+def stored_digest(store: Store, run: RunConfig) -> str:
+    """The :func:`digest` of the first and last seed of a stored run."""
+    sample = store.load(run.series_id, sample_seeds(list(run.seeds)), with_arms=True)
+    return digest(sample.rounds, sample.arms, sample.curves)
+
+
+def run_list_path(md: Path) -> Path:
+    """Where the run list of report ``md`` is: ``<name>.runs.json`` beside it."""
+    return md.with_name(md.stem + ".runs.json")
+
+
+def run_list(runs: list[RunConfig], digests: list[str]) -> str:
+    """The JSON text of the run list of ``runs`` with their digests (one run per line)."""
+    entries = [json.dumps({"label": r.label, "case": [list(c) for c in r.case], "identity": r.identity(),
+                           "sample_seeds": sample_seeds(list(r.seeds)), "digest": d}, sort_keys=True)
+               for r, d in zip(runs, digests)]
+    return "[\n" + ",\n".join(entries) + "\n]\n"
+
+
+def _runs(entries: list[dict[str, Any]]) -> list[RunConfig]:
+    """The runs a run list describes, under the current code."""
+    return [replace(RunConfig.from_identity(e["identity"], e["label"]), case=tuple(tuple(c) for c in e["case"]))
+            for e in entries]
+
+
+_REVALIDATED = re.compile(r"^_Runs revalidated on .*_\n\n", re.M)
+
+
+def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
+    """Bring report ``md`` to the current code when its numbers are unchanged: ``current`` when every run's code
+    is current already; ``revalidated`` when some were not and every run's recomputed first and last seed give
+    its digest (the report's and the run list's code hashes are then replaced, and a line above the report's
+    description says so); ``stale`` (nothing written) when a digest differs or a run cannot be computed;
+    ``no run list`` for a report written before run lists."""
+    path = run_list_path(md)
+    if not path.is_file():
+        log(f"{md}: no run list ({path.name}); regenerate it with the command at its top")
+        return "no run list"
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    runs = _runs(entries)
+    stale = [i for i, (e, r) in enumerate(zip(entries, runs)) if e["identity"]["code"] != r.code]
+    if not stale:
+        return "current"
+    groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for i in stale:
+        groups.setdefault((batch_key(runs[i]), tuple(entries[i]["sample_seeds"])), []).append(i)
+    for (_, sample), members in groups.items():
+        batch = [runs[i] for i in members]
+        try:
+            out = LOOPS[batch[0].loop].compute(batch, list(sample))
+        except (KeyError, TypeError, ValueError) as e:  # ConfigError and DataError are ValueErrors
+            log(f"{md}: {batch[0].label}: cannot be computed under the current code ({e}); left stale")
+            return "stale"
+        for j, i in enumerate(members):
+            if digest(out.rounds, out.arms[j], out.curves[j]) != entries[i]["digest"]:
+                log(f"{md}: {runs[i].label} ({runs[i].case_label or 'one case'}): seeds {list(sample)} computed now "
+                    "differ from the report's; left stale (regenerate it)")
+                return "stale"
+    renamed: dict[str, str] = {}
+    for i in stale:
+        old, new = entries[i]["identity"]["code"], runs[i].code
+        if renamed.setdefault(old, new) != new:
+            log(f"{md}: code {old} stands for runs of two codes now ({renamed[old]}, {new}); regenerate it")
+            return "stale"
+    text = md.read_text(encoding="utf-8")
+    for old, new in renamed.items():
+        text = text.replace(f"(code {old})", f"(code {new})")
+    note = (f"_Runs revalidated on {datetime.date.today().isoformat()} under source hash {package_hash()}: the first "
+            f"and last seed of every run recomputed to the digests of `{path.name}`, so every number below is "
+            "the current code's._\n\n")
+    text = _REVALIDATED.sub("", text)
+    head, _, rest = text.partition("\n\n")  # the title
+    generated, _, body = rest.partition("\n\n")  # the _Generated by ..._ line
+    write_bytes(md, f"{head}\n\n{generated}\n\n{note}{body}".encode())
+    write_bytes(path, run_list(runs, [e["digest"] for e in entries]).encode())
+    log(f"{md}: {len(stale)} run(s) recomputed on their first and last seed, equal; codes "
+        + ", ".join(f"{old} -> {new}" for old, new in renamed.items()))
+    return "revalidated"
