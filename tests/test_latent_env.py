@@ -149,7 +149,7 @@ def test_report_diagnostic_is_the_realised_effective_dimension_of_each_case_and_
     from nlbandit.models.mlp import MLP
     from nlbandit.models.ntk import realized_effective_dimension
     from nlbandit.policies.neurallog import lambda0
-    from nlbandit.report.build import effective_dimensions
+    from nlbandit.policies.neurallog_report import effective_dimensions
 
     path = tmp_path / "e.toml"
     path.write_text(DIAGNOSED.format(d=4))

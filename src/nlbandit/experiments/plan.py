@@ -34,6 +34,7 @@ from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Loop
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.policies.neural_memory import neural_memory
+from nlbandit.report.plugins import plugins
 
 Cases = list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
 """Environment cases: (resolved environment config, its case key)."""
@@ -73,7 +74,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         labels=labels,
         env_cases=[case for _, case in env_cases if scale_cases is None or dict(case).get("case") in scale_cases],
         plots=plots(raw.get("plots"), where),
-        diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], [cfg for cfg, _ in env_cases], where),
+        diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], where),
         loop=top["loop"],
         curves=top["curves"],
         checkpoints=checkpoints(top["checkpoints"], horizon, where),
@@ -82,8 +83,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         ci=top["ci"],
         missing=missing,
     )
-    if "regret-vs-d" in exp.plots and not any(k == "d" for case in exp.env_cases for k, _ in case):
-        raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
+    for name in exp.plots + exp.diagnostics:
+        plugins()[name].check(exp, where)
     if not exp.curves and not exp.plots:
         raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
     for i, claim in enumerate(claims):

@@ -23,11 +23,6 @@ from nlbandit.experiments.claims import KINDS
 from nlbandit.loops import DEFAULT_LOOP, LOOPS
 
 SCALES = ("quick", "full")
-EXTRA_PLOTS = ("anytime-constant", "regret-vs-d")
-"""Report panels beside the regret curves: ``anytime-constant`` plots l(T₀, b) against b for the T₀ of
-the experiment's ``@anytime`` runs (Sun, Wang & Xu 2025, Fig. 3b); ``regret-vs-d`` plots the mean
-regret at each of the ``checkpoints`` against the environment grid key ``d``, one panel per series and
-remaining grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)."""
 
 _TOP = (
     Hyper("name", None, "experiment name", kind=str, optional=True),
@@ -46,10 +41,6 @@ _TOP = (
           "nlbandit.loops.LOOPS", kind=str),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
-DIAGNOSTICS = ("effective-dimension",)
-"""Report sections computed from the environments rather than the runs: ``effective-dimension`` tabulates,
-per environment case, the realised d̃ = log det((R/λ₀)H̃ + I) over the T·K contexts each reported seed
-presents (Bae & Lee 2025, spec 001 §4.4; :func:`nlbandit.models.ntk.realized_effective_dimension`)."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 """What ``name`` and ``paper`` may be: report paths are built from them, so a plain file name (no ``/``,
 ``\\``, NUL or leading ``.``) that cannot point outside the report folder."""
@@ -165,30 +156,37 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
     return FileSpec(path, where, raw, top, scales, scale, horizon, n_seeds, tune, tuple(claims))
 
 
-def plots(value: Any, where: str) -> tuple[str, ...]:
-    """The validated ``plots`` field (a list of names from :data:`EXTRA_PLOTS`)."""
+def _plugin_names(value: Any, field: str, kind: type, where: str) -> tuple[str, ...]:
+    """A validated list of distinct names of report plug-ins of ``kind`` (:mod:`nlbandit.report.plugins`)."""
+    from nlbandit.report.plugins import of_kind
+
+    known = of_kind(kind)
     if value is None:
         return ()
-    if not isinstance(value, list) or any(v not in EXTRA_PLOTS for v in value) or len(set(value)) < len(value):
-        raise ConfigError(f"{where}: field 'plots' must be a list of distinct names from "
-                          f"{', '.join(repr(p) for p in EXTRA_PLOTS)}, got {value!r}")
+    if not isinstance(value, list) or any(v not in known for v in value) or len(set(value)) < len(value):
+        raise ConfigError(f"{where}: field {field!r} must be a list of distinct names from "
+                          f"{', '.join(repr(p) for p in sorted(known))}, got {value!r}")
     return tuple(value)
 
 
-def diagnostics(value: Any, loop: str, envs: list[dict[str, Any]], where: str) -> tuple[str, ...]:
-    """The validated ``diagnostics`` field (a list of names from :data:`DIAGNOSTICS`)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or any(v not in DIAGNOSTICS for v in value) or len(set(value)) < len(value):
-        raise ConfigError(f"{where}: field 'diagnostics' must be a list of distinct names from "
-                          f"{', '.join(repr(p) for p in DIAGNOSTICS)}, got {value!r}")
-    other = [v for v in value if v not in LOOPS[loop].diagnostics]
+def plots(value: Any, where: str) -> tuple[str, ...]:
+    """The validated ``plots`` field: report panels beside the regret curves
+    (:class:`~nlbandit.report.plugins.Panel`, e.g. ``anytime-constant``, ``regret-vs-d``)."""
+    from nlbandit.report.plugins import Panel
+
+    return _plugin_names(value, "plots", Panel, where)
+
+
+def diagnostics(value: Any, loop: str, where: str) -> tuple[str, ...]:
+    """The validated ``diagnostics`` field: report sections (:class:`~nlbandit.report.plugins.Diagnostic`, e.g.
+    ``effective-dimension``) that ``loop`` reports."""
+    from nlbandit.report.plugins import Diagnostic
+
+    names = _plugin_names(value, "diagnostics", Diagnostic, where)
+    other = [v for v in names if v not in LOOPS[loop].diagnostics]
     if other:
         raise ConfigError(f"{where}: diagnostic {other[0]!r} is not one that loop = {loop!r} reports")
-    if "effective-dimension" in value and any(env["d"] % 2 for env in envs):
-        raise ConfigError(f"{where}: diagnostic 'effective-dimension' needs an even d in every case (its features "
-                          "are gradients at the block-symmetric θ₀)")
-    return tuple(value)
+    return names
 
 
 def checkpoints(value: tuple[float, ...] | None, horizon: int, where: str) -> tuple[int, ...]:

@@ -18,19 +18,16 @@ from scipy import stats
 
 from nlbandit import __version__
 from nlbandit.atomic import write_bytes
-from nlbandit.envs.registry import make_env
+from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
                                          run_selector, traced_text, value_at)
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
-from nlbandit.models.mlp import MLP
-from nlbandit.models.ntk import realized_effective_dimension
-from nlbandit.policies.neurallog import lambda0
 from nlbandit.provenance import package_hash
+from nlbandit.report.plugins import Diagnostic, Panel, of_kind
 from nlbandit.report.runlist import run_list, run_list_path, stored_digest
 from nlbandit.store import Store, StoredRun
-from nlbandit.theory import anytime_constant, optimal_base
 
 Z95 = 1.959963984540054
 
@@ -155,8 +152,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     cases = exp.env_cases if exp.curves else []
-    extra = [(name, group) for name in exp.plots
-             for group in (_d_groups(exp) if name == "regret-vs-d" else [None])]
+    panels_of = of_kind(Panel)
+    extra = [(name, panel) for name in exp.plots for panel in panels_of[name].panels(exp)]
     panels = len(cases) + len(extra)
     columns = panels if panels <= 4 else 3  # one row, or rows of three panels
     rows_n = -(-panels // columns)
@@ -181,11 +178,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
             ax.legend(fontsize=8)
         else:  # many series (a sweep): a two-column legend beside the panel
             ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    for ax, (name, group) in zip(axes[0][len(cases):], extra):
-        if name == "anytime-constant":
-            plot_anytime_constant(ax, exp)
-        else:
-            plot_regret_vs_d(ax, exp, rows, *group)
+    for ax, (name, panel) in zip(axes[0][len(cases):], extra):
+        panels_of[name].draw(ax, exp, rows, panel)
     bands = f"; bands: {ci_name(exp.ci)} of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.4 * rows_n)))  # room for the title above the top row
@@ -260,9 +254,10 @@ def _d_groups(exp: Experiment) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
     return list(groups)
 
 
-def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], label: str, rest: tuple[tuple[str, Any], ...]) -> None:
+def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], panel: tuple[str, tuple[tuple[str, Any], ...]]) -> None:
     """Mean regret (with a 10–90% band across seeds) at each checkpoint against d, for one series and
-    grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)."""
+    grid case (``panel``: the series' label and the case without d; Zhao, Zhou, He & Gu 2023, Fig. 3)."""
+    label, rest = panel
     mine = sorted((r for r in rows if r.run.label == label and all(p in r.run.case for p in rest)),
                   key=lambda r: dict(r.run.case)["d"])
     ds = [dict(r.run.case)["d"] for r in mine]
@@ -279,24 +274,16 @@ def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], label: str, rest: tup
     ax.legend(fontsize=8)
 
 
-def plot_anytime_constant(ax, exp: Experiment) -> None:
-    """l(T₀, b) (γ = 1/2, δ = 3/2) against b for the T₀ of the experiment's ``@anytime`` runs, with the
-    (T₀, b) pairs that were run marked (Sun, Wang & Xu 2025, Fig. 3b)."""
-    pairs = sorted({(r.policy["t0"], r.policy["b"]) for r in exp.runs if r.policy["name"].endswith("@anytime")})
-    t0s = sorted({t0 for t0, _ in pairs}) or [100]
-    for i, t0 in enumerate(t0s):
-        bs = np.linspace(max(1.05, 1.0 + 1.01 / t0), 6.0, 300)
-        ax.plot(bs, [anytime_constant(t0, b) for b in bs], color=f"C{i}", lw=1.6, label=f"T₀ = {t0}")
-        used = [b for t, b in pairs if t == t0]
-        ax.plot(used, [anytime_constant(t0, b) for b in used], "o", color=f"C{i}", ms=5)
-    ax.axvline(optimal_base(), color="0.5", ls=":", lw=1, label=f"b* = {optimal_base():.3f}")
-    low = min(anytime_constant(t0, optimal_base()) for t0 in t0s)
-    ax.set_ylim(0.95 * low, 1.6 * low)  # the curve's shape near b*, not its blow-up as b → 1
-    ax.set_xlabel("growth factor b")
-    ax.set_ylabel("l(T₀, b)  (γ = 1/2, δ = 3/2)")
-    ax.set_title("doubling-trick constant (dots: pairs run)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+def _check_d_grid(exp: Experiment, where: str) -> None:
+    """The 'regret-vs-d' panel needs a grid over the environment's d."""
+    if not any(k == "d" for case in exp.env_cases for k, _ in case):
+        raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
+
+
+REPORT_PLUGINS = (Panel("regret-vs-d", "the mean regret at each of the checkpoints against the environment grid "
+                        "key d, one panel per series and remaining grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)",
+                        _d_groups, plot_regret_vs_d, _check_d_grid),)
+"""The report's own plug-ins (:func:`nlbandit.report.plugins.plugins`)."""
 
 
 def _hyper_text(config: dict[str, Any]) -> str:
@@ -318,38 +305,10 @@ def _sim_minutes(rows: list[Row]) -> float:
     return sum((r.stored.compile_s + r.stored.run_s) / r.stored.batch_size for r in rows) / 60
 
 
-EFFECTIVE_DIMENSION_NETWORK = MLP(20, 20, 2)
-"""The network of the realised d̃ diagnostic: Bae & Lee's experiments' L = 2, m = 20 (input d set per case)."""
-
-
-def effective_dimensions(exp: Experiment) -> list[tuple[str, np.ndarray]]:
-    """(case label, realised d̃ per reported seed) for every environment case of ``exp``: spec 001 §4.4's
-    log det((R/λ₀)H̃ + I) over the T·K presented contexts, gradients at the symmetric θ₀ of the L = 2, m = 20
-    network, λ₀ of δ = 0.05, S = 1, C1 = 1 (:func:`~nlbandit.models.ntk.realized_effective_dimension`)."""
-    lam0 = float(lambda0(EFFECTIVE_DIMENSION_NETWORK.depth, 1.0, 0.05, 1.0))
-    out = []
-    for case in exp.env_cases:
-        run = next(r for r in exp.runs if r.case == case)
-        env = make_env(**run.env)
-        arch = EFFECTIVE_DIMENSION_NETWORK._replace(d=env.spec.d)
-        out.append((run.case_label, np.array([realized_effective_dimension(env, s, exp.horizon, arch, lam0)
-                                              for s in run.seeds])))
-    return out
-
-
 def _diagnostic_lines(exp: Experiment) -> list[str]:
-    """The sections of the experiment's ``diagnostics``."""
-    if "effective-dimension" not in exp.diagnostics:
-        return []
-    lines = ["", "## Realised effective dimension", "",
-             f"d̃ = log det((R/λ₀)H̃ + I), H̃ = Σ g(x; θ₀)g(x; θ₀)ᵀ/m over the T·K context vectors (T = {exp.horizon}) "
-             "each reported seed presents (repeats included), with the gradients of the L = 2, m = 20 network at its "
-             "block-symmetric θ₀, R = 1/4 and λ₀ = 8√2·C1·√L·log(4/δ)/S with δ = 0.05, S = C1 = 1 (spec 001 §4.4). It "
-             "depends on the environment and the seed only, not on the policy.", "",
-             "| case | mean d̃ | min | max |", "|---|---:|---:|---:|"]
-    for label, values in effective_dimensions(exp):
-        lines.append(f"| {label or '—'} | {values.mean():.1f} | {values.min():.1f} | {values.max():.1f} |")
-    return lines
+    """The sections of the experiment's ``diagnostics`` (:class:`~nlbandit.report.plugins.Diagnostic`)."""
+    diagnostics = of_kind(Diagnostic)
+    return [line for name in exp.diagnostics for line in diagnostics[name].lines(exp)]
 
 
 def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:

@@ -1,0 +1,77 @@
+"""Report plug-ins: the sections and panels an experiment file asks for by name (``diagnostics = [...]``,
+``plots = [...]``), each declared by the module that owns what it computes.
+
+A module declares ``REPORT_PLUGINS``, a tuple of :class:`Diagnostic` and :class:`Panel` records; :func:`plugins`
+collects them from the report package (its own panels) and from the policy families' ``<family>_report.py``
+modules (Bae & Lee's realised effective dimension beside ``neurallog``, the doubling trick's constant beside
+``anytime``). A family module does not import its report module, so a report plug-in is in no run's code hash
+(:mod:`nlbandit.provenance`). The loader validates the names against :func:`plugins` and calls each chosen
+plug-in's ``check`` on the resolved experiment; the report calls ``lines`` or ``panels`` and ``draw``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from nlbandit.discovery import declaring_modules
+
+if TYPE_CHECKING:
+    from nlbandit.experiments.spec import Experiment
+
+
+def _accept(exp: "Experiment", where: str) -> None:
+    """A plug-in's ``check`` that accepts every experiment."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A report section computed from the experiment (``diagnostics = [name]``).
+
+    Attributes:
+      name: its name in experiment files; doc: one line on what it shows.
+      lines: the section's markdown lines for an experiment.
+      check: raises :class:`~nlbandit.core.hyper.ConfigError` (message starting with ``where``) when the
+        experiment cannot have the section.
+    """
+
+    name: str
+    doc: str
+    lines: Callable[["Experiment"], list[str]]
+    check: Callable[["Experiment", str], None] = _accept
+
+
+@dataclass(frozen=True)
+class Panel:
+    """Panels of the report's figure beside the regret curves (``plots = [name]``).
+
+    Attributes:
+      name, doc, check: as :class:`Diagnostic`'s.
+      panels: the panels an experiment gets, one argument of ``draw`` each.
+      draw: ``draw(ax, exp, rows, panel)`` draws one on a Matplotlib axis (``rows``: the report's
+        :class:`~nlbandit.report.build.Row` s).
+    """
+
+    name: str
+    doc: str
+    panels: Callable[["Experiment"], list[Any]]
+    draw: Callable[[Any, "Experiment", list[Any], Any], None]
+    check: Callable[["Experiment", str], None] = _accept
+
+
+@functools.cache
+def plugins() -> dict[str, Diagnostic | Panel]:
+    """Every declared plug-in by name (``ValueError`` when two share one)."""
+    out: dict[str, Diagnostic | Panel] = {}
+    for package in ("nlbandit.report", "nlbandit.policies"):
+        for module in declaring_modules(package, "REPORT_PLUGINS", skip=__name__):
+            for plugin in module.REPORT_PLUGINS:
+                if out.setdefault(plugin.name, plugin) is not plugin:
+                    raise ValueError(f"report plug-in {plugin.name!r} is declared twice ({module.__name__})")
+    return out
+
+
+def of_kind(kind: type) -> dict[str, Any]:
+    """The plug-ins of one kind (:class:`Diagnostic` or :class:`Panel`) by name."""
+    return {name: p for name, p in plugins().items() if isinstance(p, kind)}
