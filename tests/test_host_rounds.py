@@ -17,7 +17,8 @@ from nlbandit.host import exploration as host_exploration
 from nlbandit.host.draws import BLOCK, DrawBlocks
 from nlbandit.host import glm as host_glm
 from nlbandit.host.ridge import gram_update as host_gram_update
-from nlbandit.host.rounds import host_rounds, two_words
+from nlbandit.host.rounds import host_rounds
+from nlbandit.policies.linear_host import ensemble_words
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update, mahalanobis_widths
@@ -234,6 +235,6 @@ def test_optimistic_scores_and_gram_update_equal_the_jitted_formulas(link, mean_
 
 def test_draw_blocks_are_the_round_keys_draws():
     stream = seed_keys(jnp.uint32(3)).policy_act
-    blocks = DrawBlocks(two_words, stream)
+    blocks = DrawBlocks(ensemble_words, stream)
     for t in (1, 2, BLOCK - 1, BLOCK, 5 * BLOCK + 7, 9 * BLOCK, 3, 2 * BLOCK + 1):  # evicts, then recomputes
-        np.testing.assert_array_equal(blocks(t)[0], two_words(round_key(stream, t))[0])
+        np.testing.assert_array_equal(blocks(t)[0], ensemble_words(round_key(stream, t))[0])

@@ -3,7 +3,9 @@ agent finds a policy's.
 
 A :class:`HostRound` is the policy's ``act`` and ``update`` on NumPy state, with the random numbers each
 needs as a function of the round key (``act_draws``, ``update_draws``) so that they are the jitted policy's
-own draws. Each family declares its host rounds beside it, in ``nlbandit/policies/<family>_host.py`` as
+own draws: each calls the function the family draws them with (e.g.
+:func:`~nlbandit.policies.exploration.epsilon_greedy_draws`), so no key is split in two places. Each family
+declares its host rounds beside it, in ``nlbandit/policies/<family>_host.py`` as
 ``HOST_ROUNDS`` (policy name → builder), each citing the jitted policy it mirrors; :func:`host_rounds`
 collects them. The family module does not import them, so they are in no run's code hash.
 """
@@ -14,12 +16,12 @@ import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.types import Policy, ProblemSpec
 from nlbandit.discovery import declaring_modules
 from nlbandit.host.ridge import ridge_update
+from nlbandit.policies.exploration import tie_word as draw_tie_word
 
 Round = tuple[int, float, float, float]
 """What ``act`` returns: (arm, score, bonus, probability), NaN where undefined."""
@@ -43,25 +45,9 @@ class HostRound(NamedTuple):
 
 
 def tie_word(key: jax.Array) -> tuple:
-    """The tie-breaking word of :func:`~nlbandit.policies.exploration.choose` drawn from ``key``."""
-    return (jax.random.bits(key, (), jnp.uint32),)
-
-
-def split_tie_word(key: jax.Array) -> tuple:
-    """The tie word of a policy that splits its act key into (score key, tie key) (the GLM policies)."""
-    return tie_word(jax.random.split(key)[1])
-
-
-def two_words(key: jax.Array) -> tuple:
-    """Ensemble sampling's member word and tie word."""
-    return (jax.random.bits(key, (2,), jnp.uint32),)
-
-
-def coin_and_words(key: jax.Array) -> tuple:
-    """ε-greedy's draws (:func:`~nlbandit.policies.exploration.epsilon_greedy`): the exploration coin, the
-    uniform arm's word and the tie word."""
-    k_coin, k_uniform, k_ties = jax.random.split(key, 3)
-    return (jax.random.uniform(k_coin, dtype=jnp.float64), *tie_word(k_uniform), *tie_word(k_ties))
+    """The draws of a step that reads one tie word from its key
+    (:func:`~nlbandit.policies.exploration.tie_word`)."""
+    return (draw_tie_word(key),)
 
 
 def available(mask: np.ndarray | None, k: int) -> int:

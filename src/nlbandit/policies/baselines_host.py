@@ -7,11 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration
-from nlbandit.host.rounds import HostRound, available, coin_and_words, learn_nothing, ridge_learn, tie_word
+from nlbandit.host.rounds import HostRound, available, learn_nothing, ridge_learn, tie_word
+from nlbandit.policies.exploration import epsilon_greedy_draws
 
 
 def uniform(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -35,6 +38,12 @@ def greedy(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     return HostRound(act, ridge_learn, tie_word, None)
 
 
+def _epsilon_greedy_draws(key: jax.Array) -> tuple:
+    """ε-greedy's act draws in float64 (:func:`~nlbandit.policies.exploration.epsilon_greedy_draws`): one
+    module-level function, so its compiled block is shared by every agent."""
+    return epsilon_greedy_draws(key, jnp.float64)
+
+
 def eps_greedy(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.baselines.eps_greedy`: greedy on the ridge estimate, an available arm uniformly
     at random with probability ε; the probability ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
@@ -50,7 +59,7 @@ def eps_greedy(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         p = params.epsilon / available(mask, scores.shape[0]) + (1.0 - params.epsilon) * (p_best if tied else 0.0)
         return arm, scores[arm], 0.0, p
 
-    return HostRound(act, ridge_learn, coin_and_words, None)
+    return HostRound(act, ridge_learn, _epsilon_greedy_draws, None)
 
 
 HOST_ROUNDS = {"uniform": uniform, "greedy": greedy, "eps-greedy": eps_greedy}

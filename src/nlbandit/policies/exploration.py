@@ -1,6 +1,10 @@
 """Exploration rules shared by the policies: masked argmax with random tie-breaking, ε-greedy, the
 ensemble member draw, and the :class:`~nlbandit.core.types.ActInfo` that ``act`` returns.
 
+The random numbers each rule reads from its key are drawn by one function (:func:`tie_word`,
+:func:`member_and_tie_words`, :func:`epsilon_greedy_draws`), which the online agent's host rounds
+(:mod:`nlbandit.host`) call too, so that no other module re-spells how a key is split.
+
 Every rule that can say with which probability it chose its arm returns it beside the arm. The
 probability is computed inside the jitted ``act``; when the caller does not use it (the simulation
 engine), XLA removes that computation, so it costs nothing there.
@@ -42,7 +46,18 @@ def argmax_random_ties(key: jax.Array, scores: jax.Array, mask: jax.Array) -> ja
     Deviation: the choice is uniform up to the quality of the hash (checked by a chi-square test in
     ``tests/test_exploration.py``), not exactly uniform.
     """
-    return argmax_tie_word(jax.random.bits(key, (), jnp.uint32), scores, mask)
+    return argmax_tie_word(tie_word(key), scores, mask)
+
+
+def tie_word(key: jax.Array) -> jax.Array:
+    """The random 32-bit word that breaks ties (:func:`tie_priorities`), drawn from ``key``."""
+    return jax.random.bits(key, (), jnp.uint32)
+
+
+def member_and_tie_words(key: jax.Array) -> jax.Array:
+    """Ensemble sampling's two words from one key: (2,) uint32, the member word (:func:`member_draw`) and
+    the tie word."""
+    return jax.random.bits(key, (2,), jnp.uint32)
 
 
 def tied_arms(scores: jax.Array, mask: jax.Array) -> jax.Array:
@@ -69,7 +84,7 @@ def greedy_choice(word: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[
 
 def choose(key: jax.Array, scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """:func:`greedy_choice` with its random word drawn from ``key``."""
-    return greedy_choice(jax.random.bits(key, (), jnp.uint32), scores, mask)
+    return greedy_choice(tie_word(key), scores, mask)
 
 
 def uniform_arm(key: jax.Array, mask: jax.Array) -> jax.Array:
@@ -81,13 +96,19 @@ def epsilon_greedy(key: jax.Array, scores: jax.Array, mask: jax.Array,
                    epsilon: jax.Array) -> tuple[jax.Array, jax.Array]:
     """With probability ε a uniformly random available arm, otherwise the masked argmax; returns (arm,
     probability), the probability being ε/|available| + (1 − ε)·[arm tied for best]/|tied|."""
-    k_coin, k_uniform, k_ties = jax.random.split(key, 3)
-    explore = jax.random.uniform(k_coin, dtype=scores.dtype) < epsilon
-    best, p_best = choose(k_ties, scores, mask)
-    arm = jnp.where(explore, uniform_arm(k_uniform, mask), best)
+    coin, uniform_word, word = epsilon_greedy_draws(key, scores.dtype)
+    best, p_best = greedy_choice(word, scores, mask)
+    arm = jnp.where(coin < epsilon, argmax_tie_word(uniform_word, jnp.zeros(mask.shape, jnp.float32), mask), best)
     tied = tied_arms(scores, mask)
     probability = epsilon / jnp.sum(mask) + (1.0 - epsilon) * jnp.where(tied[arm], p_best, 0.0)
     return arm, probability
+
+
+def epsilon_greedy_draws(key: jax.Array, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """ε-greedy's draws from its key: the exploration coin ~ U[0, 1) (in ``dtype``), the uniform arm's word and
+    the tie word."""
+    k_coin, k_uniform, k_ties = jax.random.split(key, 3)
+    return jax.random.uniform(k_coin, dtype=dtype), tie_word(k_uniform), tie_word(k_ties)
 
 
 def member_draw(word: jax.Array, m_used: jax.Array) -> jax.Array:

@@ -40,7 +40,8 @@ from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, hi
 from nlbandit.models.links import LINKS
 from nlbandit.models.ridge import gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry, link_from_env
-from nlbandit.policies.exploration import act_info, choose, ensemble_probability, greedy_choice, member_draw
+from nlbandit.policies.exploration import (act_info, choose, ensemble_probability, greedy_choice,
+                                           member_and_tie_words, member_draw)
 from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import (WARMUPS, Warmup, empty_warmup, plan_warmup, warmup_arm, warmup_capacity,
                                       warmup_min_length)
@@ -143,7 +144,7 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
         return _init_state(setup, params, targets)
 
     def act(params, state, key, contexts, mask, t):
-        k_score, k_ties = jax.random.split(key)
+        k_score, k_ties = split_act_key(key)
         scores, bonus = score(params, state, k_score, contexts)
         chosen, p = choose(k_ties, scores, mask)
         arm, planned = warmup_arm(state.warmup, t, chosen, mask)
@@ -152,7 +153,7 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
 
     def update(params, state, key, contexts, arm, feedback, t):
         x = contexts[arm]
-        k_noise, k_fit = jax.random.split(key)
+        k_noise, k_fit = split_update_key(key)
         y = feedback.reward if targets is None else perturbed_copies(params, k_noise, feedback.reward, targets)
         state = state._replace(rows=add_row(state.rows, x, arm, y, per_arm=setup.backend == "arms"))
         if gram:
@@ -162,6 +163,18 @@ def _policy(name: str, setup: Setup, score, refit, targets: int | None = None, g
     history = setup.backend == "history"
     meta = PolicyMeta(name, glm_requirements(setup), max_horizon=setup.spec.horizon if history else None)
     return Policy(init, act, update, meta, _prepare(setup))
+
+
+def split_act_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A GLM policy's act key → (its scores' key, its tie key)."""
+    k_score, k_ties = jax.random.split(key)
+    return k_score, k_ties
+
+
+def split_update_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A GLM policy's update key → (the new reward's perturbations' key, the refit's key)."""
+    k_noise, k_fit = jax.random.split(key)
+    return k_noise, k_fit
 
 
 def perturbed_copies(params, key: jax.Array, reward: jax.Array, m: int) -> jax.Array:
@@ -354,7 +367,7 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
         return state._replace(theta=fit(rows.y, state.theta))
 
     def act(params, state, key, contexts, mask, t):
-        words = jax.random.bits(key, (2,), jnp.uint32)
+        words = member_and_tie_words(key)
         j = member_draw(words[0], params.m_used)
         scores = contexts @ state.theta[j]
         chosen, _ = greedy_choice(words[1], scores, mask)

@@ -16,8 +16,9 @@ from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration, glm
 from nlbandit.host.ridge import gram_update
-from nlbandit.host.rounds import HostRound, Round, split_tie_word
+from nlbandit.host.rounds import HostRound, Round, tie_word
 from nlbandit.models.history import Rows
+from nlbandit.policies.glm import split_act_key, split_update_key
 
 
 def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
@@ -54,7 +55,7 @@ def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
         theta = glm.newton_solve(code, rows.x, n, y, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
         return state._replace(rows=rows, theta=theta, v_inv=gram_update(state.v_inv, contexts[arm])[0])
 
-    return HostRound(act, update, split_tie_word, None)
+    return HostRound(act, update, _act_tie_word, None)
 
 
 def glm_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -85,7 +86,12 @@ def _sampled_act(centred: bool) -> Callable[..., Round]:
 def _fit_key_normals(n: int) -> Callable[[jax.Array], tuple]:
     """The n standard normals of a GLM update's fit key (the second half of the split update key): GLM-TSL's
     ξ (n = d), GLM-FPL's per-arm noise (n = K)."""
-    return lambda key: (normal(jax.random.split(key)[1], (n,)),)
+    return lambda key: (normal(split_update_key(key)[1], (n,)),)
+
+
+def _act_tie_word(key: jax.Array) -> tuple:
+    """A GLM policy's tie word: the word of the tie key of its split act key."""
+    return tie_word(split_act_key(key)[1])
 
 
 def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -100,7 +106,7 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         theta = center + params.a * glm.thompson_step(code, rows.x, n, lam, center, draws[0])
         return state._replace(rows=rows, center=center, theta=theta)
 
-    return HostRound(_sampled_act(centred=True), update, split_tie_word, _fit_key_normals(spec.d))
+    return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d))
 
 
 def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -114,7 +120,7 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         theta = glm.newton_solve(code, rows.x, n, targets, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
         return state._replace(rows=rows, theta=theta)
 
-    return HostRound(_sampled_act(centred=False), update, split_tie_word, _fit_key_normals(spec.k))
+    return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k))
 
 
 def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):

@@ -17,7 +17,8 @@ from nlbandit.models.history import HISTORY_BLOCK, blockwise_sum, history_capaci
 from nlbandit.models.ridge import Ridge, ridge_init, ridge_theta, ridge_update, ridge_widths
 from nlbandit.policies.baselines import LAM, ridge_learn
 from nlbandit.policies.entry import PolicyEntry
-from nlbandit.policies.exploration import act_info, choose, ensemble_probability, greedy_choice, member_draw
+from nlbandit.policies.exploration import (act_info, choose, ensemble_probability, greedy_choice, member_and_tie_words,
+                                          member_draw, tie_word)
 
 NUMERICS = 1
 """Version of the numbers its policies compute: bump it when they change on purpose (their golden
@@ -69,15 +70,20 @@ def lin_ts(spec: ProblemSpec) -> Policy:
         return ridge_init(spec.d, params.lam)
 
     def act(params, state, key, contexts, mask, t):
-        k_z, k_ties = jax.random.split(key)
-        z = normal(k_z, (spec.d,))
+        z, word = lin_ts_draws(key, spec.d)
         center = ridge_theta(state)
         theta = center + params.v * (jnp.linalg.cholesky(state.v_inv) @ z)
         scores = contexts @ theta
-        arm, _ = choose(k_ties, scores, mask)
+        arm, _ = greedy_choice(word, scores, mask)
         return arm, act_info(scores[arm], scores[arm] - contexts[arm] @ center)
 
     return Policy(init, act, ridge_learn, PolicyMeta("lin-ts"))
+
+
+def lin_ts_draws(key: jax.Array, d: int) -> tuple[jax.Array, jax.Array]:
+    """Lin-TS's draws from its act key: z ~ N(0, I_d) and the tie word."""
+    k_z, k_ties = jax.random.split(key)
+    return normal(k_z, (d,)), tie_word(k_ties)
 
 
 def _prior_term(key: jax.Array, params, shape: tuple[int, ...]) -> jax.Array:
@@ -114,7 +120,7 @@ def lin_es(spec: ProblemSpec, m: int = 25) -> Policy:
         return LinES(ridge_init(spec.d, params.lam, b0), jnp.zeros((), jnp.int32))
 
     def act(params, state, key, contexts, mask, t):
-        words = jax.random.bits(key, (2,), jnp.uint32)
+        words = member_and_tie_words(key)
         j = member_draw(words[0], params.m_used)
         theta = state.ridge.v_inv @ (jax.nn.one_hot(j, m, dtype=jnp.float64) @ state.ridge.b)
         scores = contexts @ theta

@@ -15,8 +15,9 @@ from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration
 from nlbandit.host.ridge import mahalanobis_widths, ridge_update
-from nlbandit.host.rounds import HostRound, ridge_learn, tie_word, two_words
-from nlbandit.policies.linear import LinES
+from nlbandit.host.rounds import HostRound, ridge_learn, tie_word
+from nlbandit.policies.exploration import member_and_tie_words
+from nlbandit.policies.linear import LinES, lin_ts_draws
 
 
 def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -39,15 +40,10 @@ def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 
 
 @functools.lru_cache(maxsize=None)
-def _gaussian_and_tie_word(d: int) -> Callable[[jax.Array], tuple]:
-    """Lin-TS's draws from its act key: z ~ N(0, I_d) and the tie word (one function per d, so its compiled
-    block is shared)."""
-
-    def draws(key):
-        k_z, k_ties = jax.random.split(key)
-        return (normal(k_z, (d,)), *tie_word(k_ties))
-
-    return draws
+def _lin_ts_draws(d: int) -> Callable[[jax.Array], tuple]:
+    """Lin-TS's draws from its act key (:func:`nlbandit.policies.linear.lin_ts_draws`; one function per d, so its
+    compiled block is shared)."""
+    return functools.partial(lin_ts_draws, d=d)
 
 
 def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -61,13 +57,19 @@ def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         arm, _ = exploration.greedy_choice(tie_word, scores, mask)
         return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
 
-    return HostRound(act, ridge_learn, _gaussian_and_tie_word(spec.d), None)
+    return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None)
 
 
 @functools.lru_cache(maxsize=None)
 def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
     """The m standard normals of Lin-ES's update (one function per m, so its compiled block is shared)."""
     return lambda key: (normal(key, (m,)),)
+
+
+def ensemble_words(key: jax.Array) -> tuple:
+    """Lin-ES's act draws (:func:`~nlbandit.policies.exploration.member_and_tie_words`): one module-level
+    function, so its compiled block is shared by every agent."""
+    return (member_and_tie_words(key),)
 
 
 def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -88,7 +90,7 @@ def lin_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         y = reward + params.sigma_r * draws[0]
         return LinES(ridge_update(state.ridge, contexts[arm], y), state.draws + np.int32(m))
 
-    return HostRound(act, update, two_words, _member_noise(m))
+    return HostRound(act, update, ensemble_words, _member_noise(m))
 
 
 HOST_ROUNDS = {"lin-ucb": lin_ucb, "lin-ts": lin_ts, "lin-es": lin_es}

@@ -38,7 +38,7 @@ from nlbandit.models.mlp_train import ANCHORS, OPTIMIZERS, REDUCTIONS, REG_SCALE
 from nlbandit.models.ridge import diagonal_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import (act_info, choose, ensemble_probability, epsilon_greedy, greedy_choice,
-                                           member_draw)
+                                           member_and_tie_words, member_draw)
 from nlbandit.policies.linear import M_USED, SIGMA_R, members_used
 from nlbandit.policies.warmup import Warmup, empty_warmup, plan_warmup, warmup_arm
 
@@ -274,7 +274,7 @@ def neural_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     setup = neural_setup(spec, **options)
 
     def act(params, state, key, contexts, mask, t):
-        words = jax.random.bits(key, (2,), jnp.uint32)
+        words = member_and_tie_words(key)
         j = member_draw(words[0], params.m_used)
         scores = mlp_apply(setup.arch, state.theta[j], contexts)
         chosen, _ = greedy_choice(words[1], scores, mask)
