@@ -1,4 +1,4 @@
-"""Report plug-ins (:mod:`nlbandit.report.plugins`): declared beside what they compute, collected by discovery,
+"""Report plug-ins (:mod:`nlbandit.plugins`): declared beside what they compute, collected by discovery,
 validated at load, and outside every run's code hash."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from nlbandit.experiments.plan import load_experiment
 from nlbandit.loops import LOOPS
 from nlbandit.policies.registry import POLICIES
 from nlbandit.provenance import module_closure
-from nlbandit.report.plugins import Diagnostic, Panel, of_kind, plugins
+from nlbandit.plugins import Diagnostic, Panel, of_kind, plugins
 
 
 def test_plugins_are_collected_from_their_owners():
@@ -19,14 +19,15 @@ def test_plugins_are_collected_from_their_owners():
     assert set(of_kind(Diagnostic)) == {"effective-dimension"}
     assert plugins()["effective-dimension"].lines.__module__ == "nlbandit.policies.neurallog_report"
     assert plugins()["anytime-constant"].draw.__module__ == "nlbandit.policies.anytime_report"
-    assert set(owners.values()) == {"nlbandit.report.plugins"}
+    assert plugins()["regret-vs-d"].draw.__module__ == "nlbandit.loops.regression_report"
+    assert set(owners.values()) == {"nlbandit.plugins"}
 
 
 def test_report_modules_are_in_no_run_hash():
-    closures = set()
+    closures = set(module_closure(LOOPS["regression"].code_modules("ftrl", "stochastic")))
     for name in POLICIES:
         closures |= set(module_closure(LOOPS["bandit"].code_modules(name, "linear")))
-    assert not {m for m in closures if m.endswith("_report") or m.startswith("nlbandit.report")}
+    assert not {m for m in closures if m.endswith("_report") or m.startswith(("nlbandit.report", "nlbandit.plugins"))}
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -34,7 +34,7 @@ from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Loop
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.policies.neural_memory import neural_memory
-from nlbandit.report.plugins import plugins
+from nlbandit.plugins import plugins
 
 Cases = list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
 """Environment cases: (resolved environment config, its case key)."""

@@ -157,8 +157,8 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
 
 
 def _plugin_names(value: Any, field: str, kind: type, where: str) -> tuple[str, ...]:
-    """A validated list of distinct names of report plug-ins of ``kind`` (:mod:`nlbandit.report.plugins`)."""
-    from nlbandit.report.plugins import of_kind
+    """A validated list of distinct names of report plug-ins of ``kind`` (:mod:`nlbandit.plugins`)."""
+    from nlbandit.plugins import of_kind
 
     known = of_kind(kind)
     if value is None:
@@ -171,16 +171,16 @@ def _plugin_names(value: Any, field: str, kind: type, where: str) -> tuple[str, 
 
 def plots(value: Any, where: str) -> tuple[str, ...]:
     """The validated ``plots`` field: report panels beside the regret curves
-    (:class:`~nlbandit.report.plugins.Panel`, e.g. ``anytime-constant``, ``regret-vs-d``)."""
-    from nlbandit.report.plugins import Panel
+    (:class:`~nlbandit.plugins.Panel`, e.g. ``anytime-constant``, ``regret-vs-d``)."""
+    from nlbandit.plugins import Panel
 
     return _plugin_names(value, "plots", Panel, where)
 
 
 def diagnostics(value: Any, loop: str, where: str) -> tuple[str, ...]:
-    """The validated ``diagnostics`` field: report sections (:class:`~nlbandit.report.plugins.Diagnostic`, e.g.
+    """The validated ``diagnostics`` field: report sections (:class:`~nlbandit.plugins.Diagnostic`, e.g.
     ``effective-dimension``) that ``loop`` reports."""
-    from nlbandit.report.plugins import Diagnostic
+    from nlbandit.plugins import Diagnostic
 
     names = _plugin_names(value, "diagnostics", Diagnostic, where)
     other = [v for v in names if v not in LOOPS[loop].diagnostics]

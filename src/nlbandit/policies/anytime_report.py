@@ -1,4 +1,4 @@
-"""The anytime wrapper's report panel (:mod:`nlbandit.report.plugins`), ``plots = ["anytime-constant"]``: the
+"""The anytime wrapper's report panel (:mod:`nlbandit.plugins`), ``plots = ["anytime-constant"]``: the
 doubling trick's constant l(T₀, b) against the growth factor b for the T₀ of the experiment's ``@anytime`` runs
 (Sun, Wang & Xu 2025, Fig. 3b). Not imported by the family module, so in no run's code hash."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from nlbandit.policies.anytime import SUFFIX
-from nlbandit.report.plugins import Panel
+from nlbandit.plugins import Panel
 from nlbandit.theory import anytime_constant, optimal_base
 
 
@@ -35,4 +35,4 @@ def draw_anytime_constant(ax: Any, exp: Any, rows: list[Any], panel: None) -> No
 
 REPORT_PLUGINS = (Panel("anytime-constant", "the doubling trick's l(T₀, b) against b (Sun, Wang & Xu 2025, "
                         "Fig. 3b)", lambda exp: [None], draw_anytime_constant),)
-"""The family's report plug-ins (:func:`nlbandit.report.plugins.plugins`)."""
+"""The family's report plug-ins (:func:`nlbandit.plugins.plugins`)."""

@@ -1,4 +1,4 @@
-"""Bae & Lee's report diagnostic (:mod:`nlbandit.report.plugins`), ``diagnostics = ["effective-dimension"]``:
+"""Bae & Lee's report diagnostic (:mod:`nlbandit.plugins`), ``diagnostics = ["effective-dimension"]``:
 the realised effective dimension d̃ of each environment case (spec 001 §4.4). Not imported by the family module,
 so in no run's code hash."""
 
@@ -13,7 +13,7 @@ from nlbandit.envs.registry import make_env
 from nlbandit.models.mlp import MLP
 from nlbandit.models.ntk import realized_effective_dimension
 from nlbandit.policies.neurallog import lambda0
-from nlbandit.report.plugins import Diagnostic
+from nlbandit.plugins import Diagnostic
 
 EFFECTIVE_DIMENSION_NETWORK = MLP(20, 20, 2)
 """The network of the realised d̃ diagnostic: Bae & Lee's experiments' L = 2, m = 20 (input d set per case)."""
@@ -57,4 +57,4 @@ def check_even_d(exp: Any, where: str) -> None:
 REPORT_PLUGINS = (Diagnostic("effective-dimension", "per environment case, the realised d̃ = log det((R/λ₀)H̃ + I) "
                              "over the T·K contexts each reported seed presents (spec 001 §4.4)",
                              effective_dimension_lines, check_even_d),)
-"""The family's report plug-ins (:func:`nlbandit.report.plugins.plugins`)."""
+"""The family's report plug-ins (:func:`nlbandit.plugins.plugins`)."""

@@ -18,14 +18,13 @@ from scipy import stats
 
 from nlbandit import __version__
 from nlbandit.atomic import write_bytes
-from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
-                                         run_selector, traced_text, value_at)
+                                         run_selector, traced_text)
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
 from nlbandit.provenance import package_hash
-from nlbandit.report.plugins import Diagnostic, Panel, of_kind
+from nlbandit.plugins import Diagnostic, Panel, of_kind
 from nlbandit.report.runlist import run_list, run_list_path, stored_digest
 from nlbandit.store import Store, StoredRun
 
@@ -248,44 +247,6 @@ def _regret_name(exp: Experiment) -> str:
     return LOOPS[exp.loop].regret_name(exp.runs)
 
 
-def _d_groups(exp: Experiment) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
-    """(label, case without d) pairs: one 'regret-vs-d' panel each."""
-    groups = {(r.label, tuple((k, v) for k, v in r.case if k != "d")): None for r in exp.runs}
-    return list(groups)
-
-
-def plot_regret_vs_d(ax, exp: Experiment, rows: list[Row], panel: tuple[str, tuple[tuple[str, Any], ...]]) -> None:
-    """Mean regret (with a 10–90% band across seeds) at each checkpoint against d, for one series and
-    grid case (``panel``: the series' label and the case without d; Zhao, Zhou, He & Gu 2023, Fig. 3)."""
-    label, rest = panel
-    mine = sorted((r for r in rows if r.run.label == label and all(p in r.run.case for p in rest)),
-                  key=lambda r: dict(r.run.case)["d"])
-    ds = [dict(r.run.case)["d"] for r in mine]
-    for i, t in enumerate(exp.checkpoints):
-        at = [value_at(r.stored.rounds, r.stored.cum_regret, t) for r in mine]
-        ax.plot(ds, [a.mean() for a in at], "o-", color=f"C{i}", ms=4, lw=1.6, label=f"T = {t}")
-        ax.fill_between(ds, [np.quantile(a, 0.1) for a in at], [np.quantile(a, 0.9) for a in at],
-                        color=f"C{i}", alpha=0.15, lw=0)
-    ax.set_xlabel("dimension d")
-    ax.set_ylabel(_regret_name(exp))
-    ax.set_title(label + (" — " + ", ".join(f"{k}={v}" for k, v in rest) if rest else "")
-                 + " (band: 10–90% of seeds)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-
-
-def _check_d_grid(exp: Experiment, where: str) -> None:
-    """The 'regret-vs-d' panel needs a grid over the environment's d."""
-    if not any(k == "d" for case in exp.env_cases for k, _ in case):
-        raise ConfigError(f"{where}: plot 'regret-vs-d' needs a grid over env field 'd' (d = [...])")
-
-
-REPORT_PLUGINS = (Panel("regret-vs-d", "the mean regret at each of the checkpoints against the environment grid "
-                        "key d, one panel per series and remaining grid case (Zhao, Zhou, He & Gu 2023, Fig. 3)",
-                        _d_groups, plot_regret_vs_d, _check_d_grid),)
-"""The report's own plug-ins (:func:`nlbandit.report.plugins.plugins`)."""
-
-
 def _hyper_text(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items() if k != "name") or "no hyperparameters"
 
@@ -306,7 +267,7 @@ def _sim_minutes(rows: list[Row]) -> float:
 
 
 def _diagnostic_lines(exp: Experiment) -> list[str]:
-    """The sections of the experiment's ``diagnostics`` (:class:`~nlbandit.report.plugins.Diagnostic`)."""
+    """The sections of the experiment's ``diagnostics`` (:class:`~nlbandit.plugins.Diagnostic`)."""
     diagnostics = of_kind(Diagnostic)
     return [line for name in exp.diagnostics for line in diagnostics[name].lines(exp)]
 

@@ -2,11 +2,12 @@
 ``plots = [...]``), each declared by the module that owns what it computes.
 
 A module declares ``REPORT_PLUGINS``, a tuple of :class:`Diagnostic` and :class:`Panel` records; :func:`plugins`
-collects them from the report package (its own panels) and from the policy families' ``<family>_report.py``
-modules (Bae & Lee's realised effective dimension beside ``neurallog``, the doubling trick's constant beside
-``anytime``). A family module does not import its report module, so a report plug-in is in no run's code hash
-(:mod:`nlbandit.provenance`). The loader validates the names against :func:`plugins` and calls each chosen
-plug-in's ``check`` on the resolved experiment; the report calls ``lines`` or ``panels`` and ``draw``.
+collects them from the policy families' and the loops' ``<name>_report.py`` modules (Bae & Lee's realised
+effective dimension beside ``neurallog``, the doubling trick's constant beside ``anytime``, Zhao et al.'s regret
+against d beside the regression loop). The module they report on does not import them, so a report plug-in is
+in no run's code hash (:mod:`nlbandit.provenance`). The experiment loader validates the names against
+:func:`plugins` and calls each chosen plug-in's ``check`` on the resolved experiment; the report calls ``lines``
+or ``panels`` and ``draw``. This module sits outside both (the experiment layer does not import the report).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ class Panel:
 def plugins() -> dict[str, Diagnostic | Panel]:
     """Every declared plug-in by name (``ValueError`` when two share one)."""
     out: dict[str, Diagnostic | Panel] = {}
-    for package in ("nlbandit.report", "nlbandit.policies"):
-        for module in declaring_modules(package, "REPORT_PLUGINS", skip=__name__):
+    for package in ("nlbandit.policies", "nlbandit.loops"):
+        for module in declaring_modules(package, "REPORT_PLUGINS"):
             for plugin in module.REPORT_PLUGINS:
                 if out.setdefault(plugin.name, plugin) is not plugin:
                     raise ValueError(f"report plug-in {plugin.name!r} is declared twice ({module.__name__})")
