@@ -74,11 +74,16 @@ def _arms(name, **options):
 
 
 def test_kappa_enters_exactly_the_policies_whose_bonus_has_it():
-    # spec 001 §3.2: UCB-2 and TS-2 never read κ; NCBF-UCB, UCB-1 and TS-1 do.
-    for name in ("neurallog-ucb-2", "neurallog-ts-2"):
-        np.testing.assert_array_equal(_arms(name, kappa=2.0, nu=1.0), _arms(name, kappa=50.0, nu=1.0))
-    for name in ("ncbf-ucb", "neurallog-ucb-1"):
-        assert np.any(_arms(name, kappa=2.0, nu=1.0) != _arms(name, kappa=50.0, nu=1.0))
+    # spec 001 §3.2: UCB-2 and TS-2 never read κ; NCBF-UCB, UCB-1 and TS-1 do. κ is traced: κ = 2 and κ = 50 run
+    # side by side as a grid of two (one compilation per policy), on common random numbers.
+    env = nb.make_env("latent", d=D, k=K, latent="h4", pool=200)
+    for name, reads_kappa in (("neurallog-ucb-2", False), ("neurallog-ts-2", False), ("ncbf-ucb", True),
+                              ("neurallog-ucb-1", True)):
+        policy, low = nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, kappa=2.0, nu=1.0)
+        _, high = nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, kappa=50.0, nu=1.0)
+        grid = jax.tree.map(lambda a, b: jnp.stack([a, b]), low, high)
+        arms = np.asarray(nb.simulate(env, policy, grid, 150, range(3), chunk_size=150, grid=True).arms)
+        assert np.any(arms[0] != arms[1]) == reads_kappa, name
 
 
 def test_with_nu_zero_the_ucb_policies_are_one_greedy_policy():
