@@ -72,12 +72,12 @@ def key(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def series_of(identity: dict[str, Any]) -> tuple[str, dict[str, Any], range]:
-    """A run identity's series key, its series identity (the identity less :data:`SEED_FIELDS` and an
+def series_of(identity: dict[str, Any]) -> tuple[str, range]:
+    """A run identity's series key (the :func:`key` of the identity less :data:`SEED_FIELDS` and an
     ``adopted_from`` record) and its seeds."""
-    series = {k: v for k, v in identity.items() if k not in SEED_FIELDS and k != "adopted_from"}
     first = identity.get("seed_offset", 0)
-    return key(series), series, range(first, first + identity["n_seeds"])
+    series = {k: v for k, v in identity.items() if k not in SEED_FIELDS and k != "adopted_from"}
+    return key(series), range(first, first + identity["n_seeds"])
 
 
 @dataclass(frozen=True)
@@ -275,7 +275,7 @@ class Store:
         mapping = []
         for run_id, config in runs:
             identity = json.loads(config)
-            series_id, _, seeds = series_of(identity)
+            series_id, seeds = series_of(identity)
             series = {k: v for k, v in identity.items() if k not in SEED_FIELDS}
             mapping.append([run_id, series_id, json.dumps(series), seeds.start, len(seeds)])
         with self._transaction() as con:
@@ -371,7 +371,7 @@ class Store:
         """
         with self._transaction() as con:
             for r in rows:
-                series_id, _, seeds = series_of(r["config"])
+                series_id, seeds = series_of(r["config"])
                 n_seeds, n_points = r["curves"]["regret"].shape
                 if n_seeds != len(seeds):
                     raise ValueError(f"run {r['label']!r}: curves of {n_seeds} seeds for a run of {len(seeds)}")
