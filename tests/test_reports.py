@@ -23,7 +23,7 @@ from nlbandit.report.runlist import run_list_path
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "docs" / "reproductions").glob("*/*.md"))
 STALE = {
-    "bae2025/fig2_fig5_real.md", "bae2025/fig3_fig6_dimension.md",
+    "bae2025/fig3_fig6_dimension.md",
     "kveton2020/fig1_logistic.md", "kveton2020/fig1_theta_3d.md", "kveton2020/fig2_deep.md",
     "sun2025/fig1b_logistic.md", "sun2025/fig1d_distance.md", "sun2025/fig1e_quadratic.md",
     "sun2025/fig1f_runtime.md", "sun2025/fig2d_network.md",
