@@ -168,15 +168,17 @@ def test_sizes_beyond_memory_or_range_are_refused_at_load(tmp_path):
 
 
 def test_memory_estimate_counts_history_buffers(tmp_path, monkeypatch):
-    # lin-phe keeps a T×d history buffer, lin-es does not: with a limit between their needs, only
-    # lin-phe is refused (S = 2, T = 100_000, d = 3: arms 4.8 MB; history 4.8 MB more).
+    # lin-phe keeps a T×d history buffer in its state, lin-es does not: with a limit between their needs, only
+    # lin-phe is refused (S = 2, T = 100_000, d = 3: arms 4.8 MB; the history 4.8 MB more, twice: the scan's
+    # carry in and out).
     from nlbandit.core import memory
 
     monkeypatch.setattr(memory, "physical_memory", lambda: 6_000_000)
     text = GOOD.replace("horizon = 100", "horizon = 100000")
     load_experiment(write(tmp_path, text))
     phe = text.replace('name = "lin-es"\nm = 2', 'name = "lin-phe"')
-    with pytest.raises(ConfigError, match=r"run 'ES' needs about .*history buffers S×T×d 0.00447 GiB"):
+    with pytest.raises(ConfigError, match=r"run 'ES' needs about .*policy states \(the scan's carry in and out\) "
+                                          r"0.0089\d GiB"):
         load_experiment(write(tmp_path, phe))
 
 

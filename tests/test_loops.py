@@ -38,7 +38,7 @@ class DriftLoop(Loop):
         return resolve(_ENV, env, where)
 
     def resolve_series(self, policy, env, series_env, horizon, where):
-        return env, resolve(_POLICY, policy, where), False
+        return env, resolve(_POLICY, policy, where)
 
     def split(self, policy):
         return {}, {"rate": policy["rate"]}
@@ -46,7 +46,7 @@ class DriftLoop(Loop):
     def code_modules(self, policy, env):
         return (__name__,)
 
-    def memory(self, env, horizon, n_seeds, record_points, history):
+    def memory(self, env, policy, horizon, n_seeds, record_points):
         return {"curves": 16 * n_seeds * min(record_points, horizon)}
 
     def describe(self, batch, resume=None):

@@ -398,21 +398,31 @@ def test_hand_built_params_records_drive_the_family_constructors():
     ("deep-fpl", {"hidden": 7}), ("deep-fl", {"batch": 5}), ("rep-glm-fpl", {"explore_fraction": 0.1}),
     ("neurallog-ucb-2", {}), ("ncbf-ucb", {"duplicate": True}), ("neurallog-ts-2", {"mode": "theory"}),
     ("neurallog-ucb-1", {"mode": "theory"})])
-def test_memory_formula_matches_the_policy_state(name, options):
-    # The formula's state parts are the bytes of the state init builds (jax.eval_shape), exactly.
-    from nlbandit.policies.neural_memory import neural_memory
-    from nlbandit.policies.registry import build_policy, resolve_policy
+def test_the_loader_counts_the_policy_arrays_the_engine_checks(name, options, monkeypatch):
+    # One estimate for both doors: the experiment loader's policy parts (policy_memory, per seed from the policy's
+    # own init) are the parts simulate checks before compiling (from its vmapped init and prepare), S = 3.
+    from nlbandit.core import simulate as engine
+    from nlbandit.policies.registry import build_policy, policy_memory, resolve_policy
 
     network = {} if name.startswith(("deep", "rep")) else {"width": 6, "depth": 3}
     config = resolve_policy({"name": name, **network, **options})
     spec = nb.ProblemSpec(4, 5, 300)
+    checked = {}
+
+    def record(parts, what, where):
+        checked.update(parts)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(engine, "check_memory", record)
     policy, params = build_policy(config, spec)
-    p32 = jax.tree.map(lambda a: a.astype(jnp.float32), params)
-    state = jax.eval_shape(policy.init, p32, jax.random.key(0))
-    parts = neural_memory(config, {"d": 4, "k": 5}, 300)
-    stateful = sum(v for k, v in parts.items() if "transient" not in k)
-    leaves = state.base if name.endswith("@anytime") else state
-    assert stateful == sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(leaves))
+    env = nb.make_env("logistic", d=4, k=5)
+    with pytest.raises(RuntimeError, match="recorded"):
+        nb.simulate(env, policy, params, 300, [0, 1, 2])
+    mine = policy_memory(config, spec, 3)
+    assert mine == {part: checked[part] for part in mine}
+    assert mine["policy states (the scan's carry in and out)"] > 0
+    if not name.startswith(("deep", "rep")):  # the neural and NeuralLog policies declare their working arrays
+        assert any("transient" in part and need > 0 for part, need in mine.items())
 
 
 def test_a_neural_run_too_large_for_memory_is_refused(experiment_file):
@@ -435,8 +445,8 @@ def test_a_neural_run_too_large_for_memory_is_refused(experiment_file):
     """
     from nlbandit.core.hyper import ConfigError
 
-    with pytest.raises(ConfigError, match=r"run 'ES' \(a neural policy: .*\) needs about .* GiB .*data "
-                                             r"C·\(d \+ 1 \+ m\) ×S [\d.]+ GiB"):
+    with pytest.raises(ConfigError, match=r"run 'ES' needs about .* GiB .*policy states \(the scan's carry in and "
+                                             r"out\) [\d.]+ GiB, selection: the ensemble's K·m scores \(transient\)"):
         load_experiment(experiment_file(text), "full")
 
 

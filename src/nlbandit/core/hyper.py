@@ -4,13 +4,21 @@ Every policy and environment in the registries lists its hyperparameters as :cla
 ``static`` ones change shapes or code paths and are fixed at construction; the others are traced (they
 go into the ``params`` pytree, so one compilation serves a grid of values). Values are validated here,
 once, before any computation; jitted code never re-checks them.
+
+A default is written once. A hyperparameter that the constructor takes as an argument declares
+:data:`SIGNATURE` and its default is read from the constructor's signature (:func:`signature_defaults`, as
+optax's ``inject_hyperparams`` reads an optimizer's), so calling the constructor directly and naming the
+policy in an experiment file agree; a traced one, which no constructor takes, declares its default here.
+A constructor that passes ``**options`` on to a shared one shows that one's parameters in its signature
+(:func:`forwards`).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,13 +27,23 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type, or out of range."""
 
 
+class _Signature:
+    def __repr__(self) -> str:
+        return "SIGNATURE"
+
+
+SIGNATURE: Any = _Signature()
+"""The default of a :class:`Hyper` that the constructor's signature gives (:func:`signature_defaults`)."""
+
+
 @dataclass(frozen=True)
 class Hyper:
     """One hyperparameter.
 
     Attributes:
       name: key used in experiment files and keyword arguments.
-      default: value when not given (``None`` allowed only with ``optional``).
+      default: value when not given (``None`` allowed only with ``optional``), or :data:`SIGNATURE`: the
+        constructor's (:func:`signature_defaults`).
       doc: one line, with the paper symbol and equation where there is one.
       kind: ``float``, ``int``, ``bool``, ``str``, or ``list`` (an array of finite numbers with ``ndim``
         dimensions, returned as a tuple, so that configs stay hashable and JSON-serialisable).
@@ -33,6 +51,7 @@ class Hyper:
       low, high: numeric bounds; ``low_open``/``high_open`` make them strict.
       choices: allowed values for ``str`` kinds.
       optional: ``None`` is an allowed value (meaning described in ``doc``).
+      from_signature: the default was read from a constructor's signature (:func:`signature_defaults`).
     """
 
     name: str
@@ -47,6 +66,7 @@ class Hyper:
     choices: tuple[str, ...] | None = None
     optional: bool = False
     ndim: int = 1
+    from_signature: bool = False
 
     def allowed(self) -> str:
         """Human-readable description of the allowed values."""
@@ -101,6 +121,51 @@ class Hyper:
         if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
             raise bad
         return value
+
+
+def signature_defaults(hypers: tuple[Hyper, ...], make: Callable[..., Any], where: str) -> tuple[Hyper, ...]:
+    """``hypers`` with each :data:`SIGNATURE` default read from ``make``'s signature (idempotent: a default read
+    from a signature before is checked against this one).
+
+    Raises:
+      TypeError: (at import, for the author of an entry) when the signature gives no default for a
+        :data:`SIGNATURE` hyperparameter, gives one for a hyperparameter that declares its own (a default lives in
+        one place), or gives another than the one read before.
+    """
+    params = inspect.signature(make).parameters
+    out = []
+    for h in hypers:
+        given = params[h.name].default if h.name in params else inspect.Parameter.empty
+        if h.default is SIGNATURE:
+            if given is inspect.Parameter.empty:
+                raise TypeError(f"{where}: hyperparameter '{h.name}' takes its default from the signature of "
+                                f"{make.__qualname__}, which gives none")
+            h = replace(h, default=given, from_signature=True)
+        elif given is not inspect.Parameter.empty and not (h.from_signature and given == h.default):
+            raise TypeError(f"{where}: hyperparameter '{h.name}' has a default ({h.default!r}) beside the one of "
+                            f"{make.__qualname__}'s signature ({given!r}); declare it once: Hyper('{h.name}', "
+                            "SIGNATURE, ...)")
+        out.append(h)
+    return tuple(out)
+
+
+def forwards(*inner: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a constructor that passes ``**options`` on to the constructors ``inner``: its signature
+    (``inspect.signature``, ``help``) shows their keyword parameters with their defaults after its own, so
+    :func:`signature_defaults` reads them as the defaults the constructor really applies."""
+
+    def decorate(make: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(make).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        names = {p.name for p in own}
+        for fn in inner:
+            for p in inspect.signature(fn).parameters.values():
+                if p.name not in names and p.default is not p.empty and p.kind is not p.VAR_KEYWORD:
+                    own.append(p.replace(kind=p.KEYWORD_ONLY))
+                    names.add(p.name)
+        make.__signature__ = inspect.Signature(own)
+        return make
+
+    return decorate
 
 
 def resolve(hypers: tuple[Hyper, ...], given: dict[str, Any], where: str) -> dict[str, Any]:

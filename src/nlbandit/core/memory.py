@@ -2,10 +2,12 @@
 
 The engine (:func:`nlbandit.core.simulate.simulate`) measures what it will hold before it compiles anything:
 the environments' instances and the policies' states from ``jax.eval_shape`` of ``reset`` and ``init``
-(nothing is allocated), the state twice (the compiled scan's carry in and out), one chunk's per-round
-outputs, and the chosen arms and curves it keeps on the host. The experiment loader checks its own estimate
-of a file's runs earlier, at load (:meth:`nlbandit.loops.base.Loop.memory`); both refuse through
-:func:`check_memory`, with the same message naming the parts.
+(nothing is allocated), the state twice (the compiled scan's carry in and out) with the working arrays the
+policy declares for a round (:attr:`~nlbandit.core.types.PolicyMeta.transients`: :func:`policy_parts`), one
+chunk's per-round outputs, and the chosen arms and curves it keeps on the host. The experiment loader checks
+the same policy parts (with :func:`state_bytes` per seed) and its loop's arrays
+(:meth:`nlbandit.loops.base.Loop.memory`) for a file's runs earlier, at load, before anything is compiled;
+both refuse through :func:`check_memory`, with the same message naming the parts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import jax
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
+from nlbandit.core.types import Policy, to_dtype
 
 
 def physical_memory() -> int:
@@ -33,6 +36,20 @@ def tree_bytes(tree: Any) -> int:
         else:
             total += int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
     return total
+
+
+def state_bytes(policy: Policy, params: Any) -> int:
+    """Bytes of one seed's policy state: ``jax.eval_shape`` of ``init`` on ``params`` cast to the policy's dtype,
+    as the engine hands them (nothing is allocated)."""
+    return tree_bytes(jax.eval_shape(policy.init, to_dtype(params, policy.meta.dtype), jax.random.key(0)))
+
+
+def policy_parts(policy: Policy, states: int, lanes: int) -> dict[str, int]:
+    """A policy's arrays over ``lanes`` seeds and grid points whose states take ``states`` bytes together: the
+    states twice (the compiled scan's carry in and out) and each working array the policy declares for a round
+    (:attr:`~nlbandit.core.types.PolicyMeta.transients`), once per lane."""
+    return {"policy states (the scan's carry in and out)": 2 * states,
+            **{f"{part} (transient)": lanes * need for part, need in policy.meta.transients}}
 
 
 def check_memory(parts: dict[str, int], what: str, where: str) -> None:

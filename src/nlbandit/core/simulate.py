@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.keys import seed_keys
-from nlbandit.core.memory import check_memory, tree_bytes
+from nlbandit.core.memory import check_memory, policy_parts, tree_bytes
 from nlbandit.core.params import as_params
 from nlbandit.core.round import observe, play, start
 from nlbandit.core.types import Env, Policy, healthy, to_dtype
@@ -287,8 +287,7 @@ def simulate(
     env_shapes = jax.eval_shape(programs.reset, keys.env_reset)
     check_memory({
         "environment instances": tree_bytes(env_shapes),
-        "policy states (the scan's carry in and out)": 2 * tree_bytes(jax.eval_shape(programs.init, params, keys,
-                                                                                     env_shapes)),
+        **policy_parts(policy, tree_bytes(jax.eval_shape(programs.init, params, keys, env_shapes)), lanes),
         "a chunk's per-round outputs": lanes * min(chunk_size, horizon) * 21,
         "chosen arms and curves on the host": lanes * (4 * horizon + 16 * len(recorded_rounds(horizon, max_points))),
     }, f"simulating policy '{policy.meta.name}' on environment '{env.name}' ({lanes} seed(s) and grid points × "

@@ -162,6 +162,9 @@ class PolicyMeta(NamedTuple):
         :func:`~nlbandit.policies.registry.make_policy`); :func:`~nlbandit.core.simulate.simulate` converts
         a dict of params into it and names missing or unknown fields. ``None`` (a hand-built policy):
         params pass as given.
+      transients: the working arrays one seed's round holds beside the state, as (part, bytes) pairs (e.g.
+        NeuralUCB's K per-arm gradients), declared by the factory that creates them; the state itself is
+        measured from ``jax.eval_shape`` of ``init`` (:func:`nlbandit.core.memory.policy_parts`).
     """
 
     name: str
@@ -170,6 +173,7 @@ class PolicyMeta(NamedTuple):
     max_horizon: int | None = None
     spec: ProblemSpec | None = None
     params_type: type | None = None
+    transients: tuple[tuple[str, int], ...] = ()
 
 
 class Policy(NamedTuple):

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE, signature_defaults
 from nlbandit.data import sources
 from nlbandit.data.cache import DataError
 
@@ -36,7 +36,8 @@ class EnvEntry:
     Attributes:
       name: registry name.
       make: the constructor, ``make(**resolved hyperparameters) -> Env`` (a stream's also takes the horizon).
-      hypers: declared hyperparameters.
+      hypers: declared hyperparameters (a default given by ``make``'s signature is read from it:
+        :data:`~nlbandit.core.hyper.SIGNATURE`).
       doc: one line for ``nlbandit list``.
       finalize: ``finalize(values, where) -> values``: the resolved hyperparameters with derived fields filled
         in, refused (:class:`ConfigError`, naming ``where``) when they do not fit together.
@@ -52,12 +53,15 @@ class EnvEntry:
     floats: Callable[[dict[str, Any]], int] = arm_pool_floats
     check_horizon: Callable[[dict[str, Any], int, str], None] | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hypers", signature_defaults(self.hypers, self.make, f"environment '{self.name}'"))
+
 
 VECTOR_DISTS = ("sphere", "cube", "box", "gaussian")
 COMMON = (
     Hyper("d", None, "feature dimension d", kind=int, static=True, low=1),
     Hyper("k", None, "number of arms K (K_max when arms are masked)", kind=int, static=True, low=1),
-    Hyper("noise_std", 0.5, "Gaussian reward noise standard deviation σ", static=True, low=0.0),
+    Hyper("noise_std", SIGNATURE, "Gaussian reward noise standard deviation σ", static=True, low=0.0),
     Hyper("arms", "sphere", "arm feature distribution", kind=str, static=True, choices=VECTOR_DISTS),
     Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=VECTOR_DISTS),
     Hyper("theta_norm", None, "rescale θ* to this norm S (omitted: keep the drawn norm)", static=True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.entry import COMMON, VECTOR_DISTS, EnvEntry, arm_norm, check_finite_rewards, theta_norm
 from nlbandit.envs.synthetic import arm_observer, instance_reset
@@ -64,7 +64,8 @@ def heteroscedastic(d: int, k: int, *, link: str = "identity", schedule: str = "
         return Feedback(mean(state, ctx)[arm] + eps, sigma)
 
     reset = instance_reset(spec, arms, theta, theta_norm, None, None, None)
-    facts = EnvFacts(link=link, fixed_arms=contexts == "fixed", noise_level=True, noise_bound=max(sigma_low, sigma_high))
+    facts = EnvFacts(link=link, fixed_arms=contexts == "fixed", noise_level=True,
+                     noise_bound=max(sigma_low, sigma_high))
     return Env("heteroscedastic", spec, reset, arm_observer(spec, arms, contexts, 1.0), pull, mean, facts)
 
 
@@ -84,20 +85,20 @@ ENTRIES = (
         heteroscedastic,
         (
             COMMON[0], COMMON[1],
-            Hyper("link", "identity", "mean φ(aᵀθ*): identity or logistic", kind=str, static=True,
+            Hyper("link", SIGNATURE, "mean φ(aᵀθ*): identity or logistic", kind=str, static=True,
                   choices=("identity", "logistic")),
-            Hyper("schedule", "constant", "noise level σ_t: constant σ_low, rare bursts of σ_high, decaying, "
+            Hyper("schedule", SIGNATURE, "noise level σ_t: constant σ_low, rare bursts of σ_high, decaying, "
                   "or arm-dependent", kind=str, static=True, choices=SCHEDULES),
-            Hyper("sigma_low", 0.01, "noise level σ_low", static=True, low=0.0),
-            Hyper("sigma_high", 1.0, "noise level σ_high (the noise bound of the environment)", static=True,
+            Hyper("sigma_low", SIGNATURE, "noise level σ_low", static=True, low=0.0),
+            Hyper("sigma_high", SIGNATURE, "noise level σ_high (the noise bound of the environment)", static=True,
                   low=0.0),
-            Hyper("burst_prob", 0.1, "probability of a σ_high round (schedule = 'burst')", static=True,
+            Hyper("burst_prob", SIGNATURE, "probability of a σ_high round (schedule = 'burst')", static=True,
                   low=0.0, high=1.0),
-            Hyper("arms", "sphere", "arm feature distribution", kind=str, static=True, choices=VECTOR_DISTS),
-            Hyper("theta", "sphere", "θ* distribution", kind=str, static=True, choices=VECTOR_DISTS),
-            Hyper("contexts", "fresh", "a fresh arm set every round (spec 000 §6.5), or one pool", kind=str,
+            Hyper("arms", SIGNATURE, "arm feature distribution", kind=str, static=True, choices=VECTOR_DISTS),
+            Hyper("theta", SIGNATURE, "θ* distribution", kind=str, static=True, choices=VECTOR_DISTS),
+            Hyper("contexts", SIGNATURE, "a fresh arm set every round (spec 000 §6.5), or one pool", kind=str,
                   static=True, choices=("fixed", "fresh")),
-            Hyper("theta_norm", None, "rescale θ* to this norm (omitted: keep the drawn norm)", static=True,
+            Hyper("theta_norm", SIGNATURE, "rescale θ* to this norm (omitted: keep the drawn norm)", static=True,
                   low=0.0, low_open=True, optional=True),
         ),
         "heteroscedastic GLM bandit: φ(aᵀθ*) + σ_t·Rademacher, σ_t revealed after acting (Zhao et al. "

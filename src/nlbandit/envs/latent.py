@@ -31,7 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.entry import COMMON, EnvEntry
 
@@ -124,13 +124,13 @@ ENTRIES = (
         latent,
         (
             COMMON[0], COMMON[1],
-            Hyper("latent", "h1", "latent function h of the mean sigmoid(h(x))", kind=str, static=True,
+            Hyper("latent", SIGNATURE, "latent function h of the mean sigmoid(h(x))", kind=str, static=True,
                   choices=tuple(LATENTS)),
-            Hyper("pool", 2500, "N_vec, the number of distinct context vectors of an instance", kind=int,
+            Hyper("pool", SIGNATURE, "N_vec, the number of distinct context vectors of an instance", kind=int,
                   static=True, low=1),
-            Hyper("vectors", "box", "context vectors uniform on [−1, 1]^d or on the unit sphere", kind=str,
+            Hyper("vectors", SIGNATURE, "context vectors uniform on [−1, 1]^d or on the unit sphere", kind=str,
                   static=True, choices=VECTORS),
-            Hyper("pool_draw", "round", "K distinct vectors per round, or without replacement across the run",
+            Hyper("pool_draw", SIGNATURE, "K distinct vectors per round, or without replacement across the run",
                   kind=str, static=True, choices=POOL_DRAWS),
         ),
         "Bernoulli(sigmoid(h(x))) rewards, h one of Bae & Lee (2025)'s h1–h6, contexts from a pool of "

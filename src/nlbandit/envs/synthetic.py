@@ -26,7 +26,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, EnvFacts, Feedback, ProblemSpec
 from nlbandit.envs.entry import COMMON, EnvEntry, arm_norm, check_finite_rewards, theta_norm
@@ -73,7 +73,8 @@ def instance_reset(spec: ProblemSpec, arms: str, theta: str, theta_norm: float |
                 th = th * jnp.sqrt(_THETA_VARIANCE[theta_var](spec.d))
             if theta_norm is not None:
                 th = th * (theta_norm / jnp.linalg.norm(th))
-        pool = jnp.asarray(arm_set, jnp.float64) if arm_set is not None else sample_vectors(k_arms, spec.k, spec.d, arms)
+        pool = (jnp.asarray(arm_set, jnp.float64) if arm_set is not None
+                else sample_vectors(k_arms, spec.k, spec.d, arms))
         return Instance(th, pool)
 
     return reset
@@ -204,7 +205,7 @@ def _quadratic_finalize(values, where):
 ENTRIES = (
     EnvEntry("linear", linear, COMMON, "linear rewards xᵀθ* + N(0, σ²)", _finalize(lambda x, th: x * th)),
     EnvEntry("logistic", logistic,
-             COMMON + (Hyper("reward", "bernoulli", "Bernoulli(sigmoid) rewards, or sigmoid mean + N(0, σ²)",
+             COMMON + (Hyper("reward", SIGNATURE, "Bernoulli(sigmoid) rewards, or sigmoid mean + N(0, σ²)",
                              kind=str, static=True, choices=("bernoulli", "gaussian")),),
              "logistic mean sigmoid(xᵀθ*), Bernoulli or Gaussian-noise rewards", _finalize(lambda x, th: x * th)),
     EnvEntry("distance", distance, COMMON, "nonlinear rewards −‖x − θ*‖ + N(0, σ²) (Sun et al. 2025)",

@@ -33,7 +33,6 @@ from nlbandit.experiments.spec import Claim, Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Loop
 from nlbandit.loops.phases import PHASE_TIMERS
-from nlbandit.policies.neural_memory import neural_memory
 from nlbandit.plugins import plugins
 
 Cases = list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
@@ -151,18 +150,14 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         raise ConfigError(f"{where}: field 'policies' must be a non-empty array of tables ([[policies]])")
     runs, labels, elsewhere = [], [], []
     batch_memory: dict[str, tuple[list[str], dict[str, int]]] = {}  # the arrays of runs simulated side by side
-    neural_batches: set[str] = set()  # the batches with a neural policy's arrays among them
 
-    def account(tag: str, label: str, run_env: dict, resolved: dict, history: bool, size: int) -> None:
+    def account(tag: str, label: str, run_env: dict, resolved: dict, size: int) -> None:
         """Add a run of ``size`` seeds to the memory of the batch it is simulated in."""
         key = json.dumps([tag, run_env, resolved["name"], loop.split(resolved)[0]], sort_keys=True)
         names, parts = batch_memory.setdefault(key, ([], {}))
         names.append(label)
-        for part, need in loop.memory(run_env, horizon, size, top["record_points"], history).items():
+        for part, need in loop.memory(run_env, resolved, horizon, size, top["record_points"]).items():
             parts[part] = parts.get(part, 0) + need
-        for part, need in neural_memory(resolved, run_env, horizon).items():
-            parts[f"{part} ×S"] = parts.get(f"{part} ×S", 0) + size * need
-            neural_batches.add(key)
 
     for i, p in enumerate(pol_raw):
         p = dict(as_table(p, f"{where}: policies[{i}]"))
@@ -194,7 +189,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 if not here:
                     continue
                 reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"])
-                            for e, r, _ in configs]
+                            for e, r in configs]
                 runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
@@ -202,14 +197,12 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 if grid:
                     tunings.append(Tuning(full_label, case, tuple(points), tuple(
                         RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],
-                                  tune["offset"]) for e, r, _ in configs), tuple(reported), tune["objective"]))
+                                  tune["offset"]) for e, r in configs), tuple(reported), tune["objective"]))
                     for config in configs:
                         account("tune", full_label, *config, tune["seeds"])
-    for key, (names, parts) in batch_memory.items():
-        neural = (" (a neural policy: also lower width, depth or m, or use backend = 'arms')"
-                  if key in neural_batches else "")
+    for names, parts in batch_memory.values():
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
-                                                    if len(names) > 1 else "") + neural, where)
+                                                    if len(names) > 1 else ""), where)
     return runs, labels, tunings
 
 

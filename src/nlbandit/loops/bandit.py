@@ -15,7 +15,8 @@ from nlbandit.data.sources import SOURCES
 from nlbandit.envs.registry import env_entry, instance_floats, make_env, resolve_env
 from nlbandit.core.memory import check_memory
 from nlbandit.loops.base import Computed, Loop, pick, traced_params
-from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
+from nlbandit.policies.registry import (build_policy, check_policy_env, policy_entry, policy_memory, resolve_policy,
+                                        split_policy_config)
 
 MAX_ARMS = 2**31 - 1
 """The most arms: the engine stores chosen arms as int32."""
@@ -41,14 +42,12 @@ class BanditLoop(Loop):
         env = resolve_env(env, where)
         if env["k"] > MAX_ARMS:
             raise ConfigError(f"{where}: field 'k' = {env['k']} is more than {MAX_ARMS} (arm indices are int32)")
-        check_memory(self.memory(env, horizon, n_seeds, record_points, False), "every run on this environment", where)
+        check_memory(self.memory(env, None, horizon, n_seeds, record_points), "every run on this environment", where)
         return env
 
     def resolve_series(self, policy, env, series_env, horizon, where):
         """The policy resolved, adapted to the environment (e.g. its link) and checked against it."""
-        resolved = check_policy_env(resolve_policy(policy, where), make_env(**env), horizon, where)
-        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
-        return env, resolved, history
+        return env, check_policy_env(resolve_policy(policy, where), make_env(**env), horizon, where)
 
     def split(self, policy):
         """:func:`~nlbandit.policies.registry.split_policy_config`."""
@@ -64,15 +63,15 @@ class BanditLoop(Loop):
         """The engine, the policy's modules and the environment's constructor."""
         return ("nlbandit.core.simulate", *policy_entry(policy).modules(), env_entry(env).make.__module__)
 
-    def memory(self, env, horizon, n_seeds, record_points, history):
+    def memory(self, env, policy, horizon, n_seeds, record_points):
         """Chosen arms (S×T, :data:`ARM_BYTES` each), curves (2×S×P float64), the instances (arm pools S×K×d
-        and any matrix, float64: :func:`~nlbandit.envs.registry.instance_floats`) and, for a policy with a
-        history buffer, its S×T×d float64 rows."""
+        and any matrix, float64: :func:`~nlbandit.envs.registry.instance_floats`) and the policy's arrays
+        (:func:`policy_memory`)."""
         return {
             "chosen arms S×T": ARM_BYTES * n_seeds * horizon,
             "curves": 16 * n_seeds * min(record_points, horizon),
             "environment arrays": 8 * n_seeds * instance_floats(env),
-            "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0,
+            **policy_memory(policy, ProblemSpec(env["d"], env["k"], horizon), n_seeds),
         }
 
     def describe(self, batch, resume=None):
@@ -86,9 +85,7 @@ class BanditLoop(Loop):
         """:func:`~nlbandit.core.simulate.simulate` with ``grid=True`` over the batch, checkpointing after every
         chunk."""
         first = batch[0]
-        env = make_env(**first.env)
-        policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
-        params, grid = traced_params(self, batch)
+        env, policy, params, grid = self.build(batch)
         res = simulate(env, policy, params, first.horizon, seeds, grid=grid, chunk_size=chunk_size,
                        max_points=first.record_points, progress=progress, on_chunk=on_chunk,
                        resume=None if resume is None else SimProgress.from_bytes(resume))
@@ -96,6 +93,15 @@ class BanditLoop(Loop):
                                      for i in range(len(batch))],
                         [pick(res.arms, i, grid) for i in range(len(batch))], res.compile_s, res.run_s,
                         res.chunk_size, res.chunk_seconds)
+
+    def build(self, batch):
+        """The environment, the policy and the traced hyperparameters (with a leading grid axis, and ``True``,
+        for several runs) of a batch: the one place a bandit run's configuration becomes objects (each cached,
+        one object per configuration, so equal runs share their compiled programs)."""
+        first = batch[0]
+        env = make_env(**first.env)
+        policy, _ = build_policy(first.policy, ProblemSpec(env.spec.d, env.spec.k, first.horizon))
+        return (env, policy, *traced_params(self, batch))
 
     def regret_name(self, runs):
         """``cumulative pseudo-regret``."""

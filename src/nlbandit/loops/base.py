@@ -79,9 +79,9 @@ class Loop(ABC):
 
     @abstractmethod
     def resolve_series(self, policy: dict[str, Any], env: dict[str, Any], series_env: dict[str, Any],
-                       horizon: int, where: str) -> tuple[dict[str, Any], dict[str, Any], bool]:
+                       horizon: int, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """Validate one series configuration on one environment case; return (the run's resolved environment,
-        its resolved policy, whether the policy keeps a T-sized history buffer)."""
+        its resolved policy)."""
 
     @abstractmethod
     def split(self, policy: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -102,9 +102,11 @@ class Loop(ABC):
         """The modules whose source (with everything they import) computes a run of ``policy`` on ``env``."""
 
     @abstractmethod
-    def memory(self, env: dict[str, Any], horizon: int, n_seeds: int, record_points: int,
-               history: bool) -> dict[str, int]:
-        """Bytes of one run's dominant arrays, by name (checked against the machine's memory at load)."""
+    def memory(self, env: dict[str, Any], policy: dict[str, Any] | None, horizon: int, n_seeds: int,
+               record_points: int) -> dict[str, int]:
+        """Bytes of one run's dominant arrays over ``n_seeds``, by name (checked against the machine's memory at
+        load): the loop's own and, given its resolved ``policy``, the policy's (for a bandit policy
+        :func:`~nlbandit.core.memory.policy_parts`, as the engine checks them)."""
 
     @abstractmethod
     def describe(self, batch: list["RunConfig"], resume: bytes | None = None) -> str:

@@ -13,11 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from nlbandit.core.phases import PhaseTimer
-from nlbandit.core.types import ProblemSpec
-from nlbandit.envs.registry import make_env
-from nlbandit.loops.base import traced_params
 from nlbandit.loops.bandit import BanditLoop
-from nlbandit.policies.registry import build_policy
 
 if TYPE_CHECKING:
     from nlbandit.experiments.spec import RunConfig
@@ -27,11 +23,9 @@ PHASE_SAMPLES = 10
 
 
 def bandit_timer(run: "RunConfig") -> PhaseTimer:
-    """The timer of a bandit-loop run: its environment, policy and traced hyperparameters, as
-    :meth:`~nlbandit.loops.bandit.BanditLoop.run_batch` builds them for a batch of one."""
-    env = make_env(**run.env)
-    policy, _ = build_policy(run.policy, ProblemSpec(env.spec.d, env.spec.k, run.horizon))
-    params, _ = traced_params(BanditLoop(), [run])
+    """The timer of a bandit-loop run: its environment, policy and traced hyperparameters as the loop builds
+    them (:meth:`~nlbandit.loops.bandit.BanditLoop.build`, a batch of one)."""
+    env, policy, params, _ = BanditLoop().build([run])
     return PhaseTimer(env, policy, params, range(run.n_seeds), run.horizon)
 
 

@@ -37,7 +37,7 @@ class RegressionLoop(Loop):
     def resolve_series(self, policy, env, series_env, horizon, where):
         """The stream (``[env]`` with the series' ``env`` fields over it) and the learner resolved on it."""
         stream = resolve_stream({**env, **series_env}, horizon, f"{where}: env")
-        return stream, resolve_learner(policy, stream, where), False
+        return stream, resolve_learner(policy, stream, where)
 
     def split(self, policy):
         """:func:`~nlbandit.policies.learners.split_learner_config`."""
@@ -53,8 +53,8 @@ class RegressionLoop(Loop):
             raise ConfigError(f"stream {env!r} is not registered")
         return ("nlbandit.core.regress", learner_entry(policy).make.__module__, STREAMS[env].make.__module__)
 
-    def memory(self, env, horizon, n_seeds, record_points, history):
-        """Curves (2×S×P float64) and the stream's S×T×d float64 features."""
+    def memory(self, env, policy, horizon, n_seeds, record_points):
+        """Curves (2×S×P float64) and the stream's S×T×d float64 features (a learner's state is O(d²))."""
         return {"curves": 16 * n_seeds * min(record_points, horizon),
                 "environment arrays": 8 * n_seeds * env["d"] * horizon}
 

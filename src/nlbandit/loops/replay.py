@@ -21,7 +21,8 @@ from nlbandit.core.types import Env, EnvFacts, ProblemSpec
 from nlbandit.data import obd
 from nlbandit.data.cache import DataError
 from nlbandit.loops.base import Computed, Loop, pick, traced_params
-from nlbandit.policies.registry import build_policy, check_policy_env, policy_entry, resolve_policy, split_policy_config
+from nlbandit.policies.registry import (build_policy, check_policy_env, policy_entry, policy_memory, resolve_policy,
+                                        split_policy_config)
 
 LOGGED_HYPERS = (
     Hyper("name", None, "the logged data set: 'obd'", kind=str, choices=("obd",)),
@@ -65,9 +66,7 @@ class ReplayLoop(Loop):
 
     def resolve_series(self, policy, env, series_env, horizon, where):
         """The policy resolved and checked against the data's sizes and reward range."""
-        resolved = check_policy_env(resolve_policy(policy, where), _facts_env(env), horizon, where)
-        history = build_policy(resolved, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
-        return env, resolved, history
+        return env, check_policy_env(resolve_policy(policy, where), _facts_env(env), horizon, where)
 
     def split(self, policy):
         """:func:`~nlbandit.policies.registry.split_policy_config`."""
@@ -81,13 +80,14 @@ class ReplayLoop(Loop):
         """The replay engine, the policy's modules and the logged data's reader."""
         return ("nlbandit.core.replay", *policy_entry(policy).modules(), "nlbandit.data.obd")
 
-    def memory(self, env, horizon, n_seeds, record_points, history):
-        """The events' contexts (shared), the per-seed pass orders, curves and arms, and history buffers."""
+    def memory(self, env, policy, horizon, n_seeds, record_points):
+        """The events' contexts (shared), the per-seed pass orders, curves and arms, and the policy's arrays
+        (:func:`~nlbandit.policies.registry.policy_memory`)."""
         events = 10_000
         return {"logged contexts (shared)": 8 * events * env["k"] * env["d"],
                 "pass orders": 4 * n_seeds * env["passes"] * events,
                 "curves and arms": 4 * 8 * n_seeds * horizon,
-                "history buffers S×T×d": 8 * n_seeds * horizon * env["d"] if history else 0}
+                **policy_memory(policy, ProblemSpec(env["d"], env["k"], horizon), n_seeds)}
 
     def describe(self, batch, resume=None):
         """The labels, the case, the seeds and accepted events."""

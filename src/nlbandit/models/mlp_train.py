@@ -72,6 +72,14 @@ class Training(NamedTuple):
     loss: str = "squared"
 
 
+def training_bytes(arch: MLP, how: Training, rows: int, members: int = 1) -> int:
+    """Bytes of the working arrays of a training step (a policy's declared transient): one block's activations
+    and their gradients, 3·B·N·L float32 per network, B = :data:`~nlbandit.models.history.HISTORY_BLOCK`
+    history rows, or the ``rows`` per-arm rows."""
+    block = HISTORY_BLOCK if how.history else rows
+    return 4 * 3 * block * arch.width * arch.depth * members
+
+
 def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Array, s: jax.Array,
                    loss: str = "squared") -> list[jax.Array]:
     """∇ of the data term Σ_i [½ n_i f(x_i)² − s_i f(x_i)] (``squared``) or Σ_i [n_i log(1 + e^{f(x_i)}) −

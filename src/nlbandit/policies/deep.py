@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import newton_solve
@@ -300,10 +300,11 @@ def _check_rep(config: dict[str, Any], env: Env, horizon: int, where: str) -> No
 
 
 _NETWORK = (
-    Hyper("hidden", 50, "H, units of the hidden layer (Kveton et al. 2020 §5.2: 50)", kind=int, static=True, low=1),
-    Hyper("activation", "relu", "φ of the hidden layer (the paper tries both)", kind=str, static=True,
+    Hyper("hidden", SIGNATURE, "H, units of the hidden layer (Kveton et al. 2020 §5.2: 50)", kind=int, static=True,
+          low=1),
+    Hyper("activation", SIGNATURE, "φ of the hidden layer (the paper tries both)", kind=str, static=True,
           choices=tuple(ACTIVATIONS)),
-    Hyper("batch", 32, "minibatch of the most recent examples for each round's Adam step (Keras default 32)",
+    Hyper("batch", SIGNATURE, "minibatch of the most recent examples for each round's Adam step (Keras default 32)",
           kind=int, static=True, low=1),
     Hyper("lr", 1e-3, "Adam's learning rate (Keras default 10⁻³)", low=0.0, low_open=True),
 )
@@ -317,10 +318,10 @@ ENTRIES = (
     PolicyEntry("deep-fl", deep_fl, _NETWORK, "DeepFL (Kveton et al. 2020): DeepFPL with a = 0 (follow the leader)"),
     PolicyEntry("rep-glm-fpl", rep_glm_fpl,
                 _NETWORK + (
-                    Hyper("explore_fraction", 0.05, "m: the first ⌈m·T⌉ rounds explore uniformly and train the "
+                    Hyper("explore_fraction", SIGNATURE, "m: the first ⌈m·T⌉ rounds explore uniformly and train the "
                           "network (the paper: 1%–20%)", static=True, low=0.0, high=1.0, low_open=True,
                           high_open=True),
-                    Hyper("newton_steps", 3, "at most this many warm-started Newton steps per round after the "
+                    Hyper("newton_steps", SIGNATURE, "at most this many warm-started Newton steps per round after the "
                           "switch (spec 002 §2.7: 1–3)", kind=int, static=True, low=1),
                     Hyper("a", 0.5, "GLM-FPL's perturbation std a (spec 002 §2.7: 0.5)", low=0.0),
                     Hyper("lam", 1.0, "ridge λ of GLM-FPL's MLE (spec 002 §7.3)", low=0.0, low_open=True),

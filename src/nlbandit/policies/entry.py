@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, signature_defaults
 from nlbandit.core.params import params_record
 from nlbandit.core.types import Env, Policy, ProblemSpec
 
@@ -27,7 +27,8 @@ class PolicyEntry:
       name: registry name.
       make: ``make(spec, **static_hyperparameters) -> Policy``.
       hypers: declared hyperparameters (static ones go to ``make``, the rest into ``params``, the
-        policy's typed params record of float scalars, :attr:`params_type`).
+        policy's typed params record of float scalars, :attr:`params_type`); a static one's default is read
+        from ``make``'s signature (:data:`~nlbandit.core.hyper.SIGNATURE`).
       doc: one line for ``nlbandit list``.
       finalize: fills values that default to other values (e.g. prior_scale = σ_R) and checks relations
         between fields.
@@ -61,6 +62,9 @@ class PolicyEntry:
     test_hypers: Callable[[ProblemSpec], dict[str, Any]] | None = None
     draws_in_update: bool = False
     resample: Callable[..., Callable[[Any, Any, Any], Any]] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hypers", signature_defaults(self.hypers, self.make, f"policy '{self.name}'"))
 
     def modules(self) -> tuple[str, ...]:
         """The modules that define the policy's computation (for :mod:`nlbandit.provenance`)."""

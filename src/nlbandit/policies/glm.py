@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from nlbandit import theory
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import SIGNATURE, ConfigError, Hyper, forwards
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import ensemble_newton_solve, glm_hessian, gd_solve, newton_solve
@@ -194,6 +194,7 @@ def _theory_n(setup: Setup) -> float:
     return float(max(setup.spec.horizon, 2))
 
 
+@forwards(glm_setup)
 def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     """GLM-UCB (Filippi, Cappé, Garivier & Szepesvári 2010): argmax_x μ(xᵀθ̂) + ρ ‖x‖_{G⁻¹}, with θ̂ the
     regularised MLE and G = λI + Σ x xᵀ; the bonus is on the mean scale (spec 002 §3.1).
@@ -221,6 +222,7 @@ def glm_ucb(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     return _policy("glm-ucb", setup, score, _refit_mle(setup), gram=True, exact=True)
 
 
+@forwards(glm_setup)
 def ucb_glm(spec: ProblemSpec, width: str = "constant", **options) -> Policy:
     """UCB-GLM (Li, Lu & Zhou 2017): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}, the bonus on the linear-predictor scale
     (spec 002 §3.2), V = λI + Σ x xᵀ.
@@ -264,6 +266,7 @@ def _sampled_theta(params, state, key, contexts):
     return scores, scores - contexts @ state.center
 
 
+@forwards(glm_setup)
 def glm_tsl(spec: ProblemSpec, scale: str = "constant", **options) -> Policy:
     """GLM-TSL (Kveton et al. 2020, eqs. (4)–(5)): θ̄ = MLE, H = λI + Σ μ̇(xᵀθ̄) x xᵀ, θ̃ ~ N(θ̄, a² H⁻¹),
     play argmax_x xᵀθ̃.
@@ -303,6 +306,7 @@ def _tsl_sample(setup: Setup, scale: str):
     return sample
 
 
+@forwards(glm_setup)
 def glm_fpl(spec: ProblemSpec, scale: str = "constant", name: str = "glm-fpl", **options) -> Policy:
     """GLM-FPL (Kveton et al. 2020, eq. (6)): θ̃ = argmin_θ L({(X_l, Y_l + Z_l)}; θ), Z_l ~ N(0, a²) drawn
     afresh for every past observation in every round; play argmax_x xᵀθ̃.
@@ -335,7 +339,9 @@ def _fpl_refit(setup: Setup, scale: str):
     return refit
 
 
-def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
+@forwards(glm_setup)
+def glm_es(spec: ProblemSpec, m: int = 10, solver: str = "gd", warmup: str = "g-optimal", warmup_rounds: int = 500,
+           **options) -> Policy:
     """GLM-ES, Sun, Wang & Xu (2025) Algorithm 1 with the GLM loss (eq. 4.3) and the warm-up of
     Algorithm 2 (spec 003 §2.3).
 
@@ -355,7 +361,7 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     members (:func:`~nlbandit.models.glm.ensemble_newton_solve`), an order of magnitude cheaper per round;
     ``"newton"`` runs damped Newton per member.
     """
-    setup = glm_setup(spec, **options)
+    setup = glm_setup(spec, solver=solver, warmup=warmup, warmup_rounds=warmup_rounds, **options)
 
     def refit(params, state, key):
         rows = state.rows
@@ -378,31 +384,31 @@ def glm_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     return _policy("glm-es", setup, _argmax_theta, refit, targets=m)._replace(act=act)
 
 
-def _glm_hypers(solver: str = "newton", warmup: str = "basis", warmup_rounds: int = 0,
-                backends: tuple[str, ...] = ("arms", "history"),
+def _glm_hypers(backends: tuple[str, ...] = ("arms", "history"),
                 solvers: tuple[str, ...] = ("newton", "gd")) -> tuple[Hyper, ...]:
-    """The options of :func:`glm_setup`, shared by every GLM policy (defaults per policy)."""
+    """The options of :func:`glm_setup`, shared by every GLM policy (their defaults are the policy's constructor's,
+    :func:`~nlbandit.core.hyper.forwards`)."""
     return (
-        Hyper("link", "logistic", "GLM link μ ('env': the environment's link)", kind=str, static=True,
+        Hyper("link", SIGNATURE, "GLM link μ ('env': the environment's link)", kind=str, static=True,
               choices=tuple(LINKS) + ("env",)),
         Hyper("lam", 1.0, "ridge λ of the regularised MLE and of G = λI + Σ xxᵀ (spec 002 §7.3)", low=0.0),
-        Hyper("backend", backends[0], "data layout: per-arm sufficient statistics (fixed arms), or the full "
+        Hyper("backend", SIGNATURE, "data layout: per-arm sufficient statistics (fixed arms), or the full "
               "history", kind=str, static=True, choices=backends),
-        Hyper("solver", solver, "MLE solver: warm-started damped Newton, fixed-budget gradient descent"
+        Hyper("solver", SIGNATURE, "MLE solver: warm-started damped Newton, fixed-budget gradient descent"
               + (", or Newton with one Hessian shared by the ensemble" if "ensemble-newton" in solvers else ""),
               kind=str, static=True, choices=solvers),
-        Hyper("gd_steps", 100, "gradient steps per round (solver = 'gd')", kind=int, static=True, low=1),
+        Hyper("gd_steps", SIGNATURE, "gradient steps per round (solver = 'gd')", kind=int, static=True, low=1),
         Hyper("lr", 0.01, "gradient step size (solver = 'gd')", low=0.0, low_open=True),
-        Hyper("reduction", "mean", "gd loss: mean-normalised (spec 003 U3) or the sum as printed", kind=str,
+        Hyper("reduction", SIGNATURE, "gd loss: mean-normalised (spec 003 U3) or the sum as printed", kind=str,
               static=True, choices=("mean", "sum")),
-        Hyper("warmup", warmup, "initial exploration (nlbandit.policies.warmup)", kind=str, static=True,
+        Hyper("warmup", SIGNATURE, "initial exploration (nlbandit.policies.warmup)", kind=str, static=True,
               choices=WARMUPS),
-        Hyper("warmup_rounds", warmup_rounds, "τ: round-robin length, or the G-optimal design's budget", kind=int,
+        Hyper("warmup_rounds", SIGNATURE, "τ: round-robin length, or the G-optimal design's budget", kind=int,
               static=True, low=0),
-        Hyper("basis_pulls", 1, "pulls of each basis arm (warmup = 'basis')", kind=int, static=True, low=1),
-        Hyper("design", "multiplicative", "G-optimal design algorithm (warmup = 'g-optimal')", kind=str,
+        Hyper("basis_pulls", SIGNATURE, "pulls of each basis arm (warmup = 'basis')", kind=int, static=True, low=1),
+        Hyper("design", SIGNATURE, "G-optimal design algorithm (warmup = 'g-optimal')", kind=str,
               static=True, choices=("multiplicative", "frank-wolfe")),
-        Hyper("rewards_outside_link", False, "allow rewards outside the link's range (seed 003's logistic bandit "
+        Hyper("rewards_outside_link", SIGNATURE, "allow rewards outside the link's range (seed 003's logistic bandit "
               "with Gaussian noise; the ridge term keeps the loss bounded below)", kind=bool, static=True),
     )
 
@@ -440,26 +446,27 @@ def _check_glm(config: dict[str, Any], env: Env, horizon: int, where: str) -> No
 
 
 def _entry(name: str, make, own: tuple[Hyper, ...], doc: str, finalize=None, redraw=None,
-           **defaults: Any) -> PolicyEntry:
+           **choices: Any) -> PolicyEntry:
     """A GLM family entry; ``redraw(setup, scale)``: the update's random step, for the entry's ``resample``."""
     extra = {} if finalize is None else {"finalize": finalize}
     if redraw is not None:
         extra.update(draws_in_update=True,
                      resample=lambda spec, scale, **options: redraw(glm_setup(spec, **options), scale))
-    return PolicyEntry(name, make, own + _glm_hypers(**defaults), doc, check=_check_glm, adapt=link_from_env,
+    return PolicyEntry(name, make, own + _glm_hypers(**choices), doc, check=_check_glm, adapt=link_from_env,
                        test_hypers=lambda spec: {"warmup_rounds": 2 * spec.d}, **extra)
 
 
-_WIDTH = Hyper("width", "constant", "confidence width: the constant alpha, or the theory value", kind=str,
+_WIDTH = Hyper("width", SIGNATURE, "confidence width: the constant alpha, or the theory value", kind=str,
                static=True, choices=("constant", "theory"))
-_SCALE = Hyper("scale", "constant", "perturbation scale: the constant a, or the theory value (spec 002 §2.6)",
+_SCALE = Hyper("scale", SIGNATURE, "perturbation scale: the constant a, or the theory value (spec 002 §2.6)",
                kind=str, static=True, choices=("constant", "theory"))
 
 
-def glm_phe(spec: ProblemSpec, **options) -> Policy:
+@forwards(glm_setup)
+def glm_phe(spec: ProblemSpec, scale: str = "constant", backend: str = "history", **options) -> Policy:
     """GLM-PHE: :func:`glm_fpl` on the full history, every past reward re-perturbed each round (the O(t)
     perturbed-history baseline of Sun, Wang & Xu 2025's runtime comparison)."""
-    return glm_fpl(spec, name="glm-phe", **options)
+    return glm_fpl(spec, scale, name="glm-phe", backend=backend, **options)
 
 
 ENTRIES = (
@@ -481,8 +488,7 @@ ENTRIES = (
            "GLM-FPL on the full history: every past reward re-perturbed each round (O(t) per round)",
            redraw=_fpl_refit, backends=("history",)),
     _entry("glm-es", glm_es,
-           (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
+           (Hyper("m", SIGNATURE, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
            "GLM ensemble sampling (Sun, Wang & Xu 2025): G-optimal warm-up, m models, incremental "
-           "perturbations", members_used, solver="gd", warmup="g-optimal", warmup_rounds=500,
-           solvers=("gd", "ensemble-newton", "newton")),
+           "perturbations", members_used, solvers=("gd", "ensemble-newton", "newton")),
 )

@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import Hyper
+from nlbandit.core.hyper import Hyper, SIGNATURE
 from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.ftrl import SOLVERS, ftrl
 from nlbandit.models.links import LINKS
@@ -186,8 +186,8 @@ def _mor_ucb_lambda(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-_NOISE_BOUND = Hyper("noise_bound", 1.0, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True)
-_DELTA = Hyper("delta", 0.05, "confidence level δ of the radii", static=True, low=0.0, high=1.0, low_open=True,
+_NOISE_BOUND = Hyper("noise_bound", SIGNATURE, "noise bound R ≥ |ε_t|", static=True, low=0.0, low_open=True)
+_DELTA = Hyper("delta", SIGNATURE, "confidence level δ of the radii", static=True, low=0.0, high=1.0, low_open=True,
                high_open=True)
 _BETA_SCALE = Hyper("beta_scale", 1.0, "multiplier of the theory radii (1 = theory)", low=0.0, low_open=True)
 
@@ -196,16 +196,16 @@ ENTRIES = (
         "mor-ucb",
         mor_ucb,
         (
-            Hyper("link", "identity", "GLM link φ, the environment's ('env' takes it from the environment)",
+            Hyper("link", SIGNATURE, "GLM link φ, the environment's ('env' takes it from the environment)",
                   kind=str, static=True, choices=tuple(LINKS) + ("env",)),
             _NOISE_BOUND,
-            Hyper("sigma_bar", None, "smallest layer's noise level σ̄ (omitted: R/√d; σ̄ = R: one layer)",
+            Hyper("sigma_bar", SIGNATURE, "smallest layer's noise level σ̄ (omitted: R/√d; σ̄ = R: one layer)",
                   static=True, low=0.0, low_open=True, optional=True),
             _DELTA,
             Hyper("lam", None, "λ of λ‖θ‖² per layer (omitted: the theory 4K²/κ)", low=0.0, low_open=True,
                   optional=True),
             _BETA_SCALE,
-            Hyper("solver", "auto", "per-layer FTRL solver: closed form (identity link) or Newton", kind=str,
+            Hyper("solver", SIGNATURE, "per-layer FTRL solver: closed form (identity link) or Newton", kind=str,
                   static=True, choices=SOLVERS),
         ),
         "MOR-UCB (Zhao et al. 2023, Alg. 2): variance-layered FTRL estimates, min over layers of the UCBs",
@@ -217,7 +217,7 @@ ENTRIES = (
         weighted_oful,
         (
             _NOISE_BOUND,
-            Hyper("sigma_min", None, "floor σ_min of the weights' noise levels σ̄_t = max(σ_t, σ_min) (omitted: "
+            Hyper("sigma_min", SIGNATURE, "floor σ_min of the weights' noise levels σ̄_t = max(σ_t, σ_min) (omitted: "
                   "R/√d)", static=True, low=0.0, low_open=True, optional=True),
             _DELTA,
             Hyper("lam", 1.0, "ridge λ of Z = λI + Σ aaᵀ/σ̄² (the paper: 1/S²)", low=0.0, low_open=True),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nlbandit.core.hyper import ConfigError, Hyper, lookup, resolve_named
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE, lookup, resolve_named
 from nlbandit.core.regress import METRICS, UNITS
 from nlbandit.core.types import Learner, Stream
 from nlbandit.models.ftrl import SOLVERS, ftrl
@@ -48,7 +48,7 @@ LEARNERS: dict[str, PolicyEntry] = {
             ftrl_learner,
             (Hyper("lam", None, "regularizer λ of λ‖μ‖² (omitted: the theory value 4A²K²/κ)", low=0.0,
                    low_open=True, optional=True),
-             Hyper("solver", "auto", "closed form (identity link) or Newton on the history", kind=str,
+             Hyper("solver", SIGNATURE, "closed form (identity link) or Newton on the history", kind=str,
                    static=True, choices=SOLVERS)) + _MEASURE,
             "FTRL for online GLM regression (Zhao et al. 2023, Alg. 1)",
             boundary=("regret", "units"),

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec
 from nlbandit.models.history import HISTORY_BLOCK, blockwise_sum, history_capacity, history_noise
@@ -204,7 +204,7 @@ ENTRIES = (
         "lin-ucb",
         lin_ucb,
         (
-            Hyper("width", "oful", "confidence width: OFUL theory √β_t, or the constant alpha", kind=str,
+            Hyper("width", SIGNATURE, "confidence width: OFUL theory √β_t, or the constant alpha", kind=str,
                   static=True, choices=("oful", "constant")),
             LAM,
             Hyper("sigma", 0.5, "sub-Gaussian noise level σ in √β_t (OFUL width)", low=0.0),
@@ -221,7 +221,7 @@ ENTRIES = (
                 "perturbed history, all t rewards re-perturbed each round (O(t) per round)",
                 prior_defaults_to_sigma_r),
     PolicyEntry("lin-es", lin_es,
-                (Hyper("m", 25, "ensemble size m", kind=int, static=True, low=1), LAM, SIGMA_R, PRIOR, M_USED),
+                (Hyper("m", SIGNATURE, "ensemble size m", kind=int, static=True, low=1), LAM, SIGMA_R, PRIOR, M_USED),
                 "linear ensemble sampling (Sun, Wang & Xu 2025), m models, incremental perturbations",
                 lambda values: members_used(prior_defaults_to_sigma_r(values))),
 )

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammainc
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import SIGNATURE, ConfigError, Hyper, forwards, signature_defaults
 from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.glm import glm_hessian, newton_solve
 from nlbandit.models.history import HISTORY_BLOCK, Rows, add_row, empty_rows, history_capacity
@@ -469,6 +469,7 @@ def _modes(make, name: str, weighted: bool):
     """``make`` (the authors' algorithm) behind the ``mode`` switch, with Bae & Lee's experiment mode
     (:func:`~nlbandit.policies.logistic_gd.logistic_gd`) beside it."""
 
+    @forwards(make)
     def dispatch(spec, mode="original", matrix="full", score_scale="prob", steps=100, train_every=50,
                  features="dense", **options):
         if mode == "experiment":
@@ -496,9 +497,9 @@ def _finalize(hypers: tuple[Hyper, ...]):
 
 
 def _entry(name: str, make, weighted: bool, hypers: tuple[Hyper, ...], doc: str) -> PolicyEntry:
-    hypers = hypers + EXPERIMENT_HYPERS
-    return PolicyEntry(name, _modes(make, name, weighted), hypers, doc, finalize=_finalize(hypers),
-                       check=check_features)
+    dispatch = _modes(make, name, weighted)
+    hypers = signature_defaults(hypers + EXPERIMENT_HYPERS, dispatch, f"policy '{name}'")
+    return PolicyEntry(name, dispatch, hypers, doc, finalize=_finalize(hypers), check=check_features)
 
 
 _S = Hyper("s", 1.0, "S, the bound on ‖θ*‖", low=0.0, low_open=True)
@@ -510,15 +511,16 @@ ENTRIES = (
         logistic_ucb_1,
         False,
         (
-            Hyper("width", "theory", "radius: theory ρ_t, the reference code's refined radius, or the constant "
+            Hyper("width", SIGNATURE, "radius: theory ρ_t, the reference code's refined radius, or the constant "
                   "alpha", kind=str, static=True, choices=("theory", "reference", "constant")),
-            Hyper("schedule", "log", "λ_t: lam_scale·d·log(2 + n) (reference code), or the constant lam", kind=str,
+            Hyper("schedule", SIGNATURE, "λ_t: lam_scale·d·log(2 + n) (reference code), or the constant lam", kind=str,
                   static=True, choices=("log", "constant")),
-            Hyper("newton_steps", 5, "warm-started damped Newton steps per refit", kind=int, static=True, low=1),
-            Hyper("lazy_every", 1, "after lazy_after rounds refit only every this many rounds", kind=int,
+            Hyper("newton_steps", SIGNATURE, "warm-started damped Newton steps per refit", kind=int, static=True,
+                  low=1),
+            Hyper("lazy_every", SIGNATURE, "after lazy_after rounds refit only every this many rounds", kind=int,
                   static=True, low=1),
-            Hyper("lazy_after", 200, "round from which lazy refits start", kind=int, static=True, low=0),
-            Hyper("backend", "history", "data the MLE is fitted on: the full history, or per-arm counts and "
+            Hyper("lazy_after", SIGNATURE, "round from which lazy refits start", kind=int, static=True, low=0),
+            Hyper("backend", SIGNATURE, "data the MLE is fitted on: the full history, or per-arm counts and "
                   "reward sums (a fixed arm set; cost per round independent of t)", kind=str, static=True,
                   choices=("history", "arms")),
             _S, _DELTA,
@@ -534,13 +536,13 @@ ENTRIES = (
         ada_ofu_ecolog,
         True,
         (
-            Hyper("width", "ada", "radius: data-adaptive η_t, the nick-jhlee fork's, or the constant alpha",
+            Hyper("width", SIGNATURE, "radius: data-adaptive η_t, the nick-jhlee fork's, or the constant alpha",
                   kind=str, static=True, choices=("ada", "lee", "constant")),
-            Hyper("bar_center", "previous", "θ̄ step centred on θ_t (paper) or θ_{t+1} (reference code)", kind=str,
+            Hyper("bar_center", SIGNATURE, "θ̄ step centred on θ_t (paper) or θ_{t+1} (reference code)", kind=str,
                   static=True, choices=("previous", "updated")),
-            Hyper("gd_steps", 100, "most projected-gradient iterations per online step", kind=int, static=True,
+            Hyper("gd_steps", SIGNATURE, "most projected-gradient iterations per online step", kind=int, static=True,
                   low=1),
-            Hyper("proj_iters", 30, "Newton steps of the projection's secular equation", kind=int, static=True,
+            Hyper("proj_iters", SIGNATURE, "Newton steps of the projection's secular equation", kind=int, static=True,
                   low=1),
             Hyper("lam", 1.0, "λ, W₀ = λI", low=0.0, low_open=True),
             _S, _DELTA,

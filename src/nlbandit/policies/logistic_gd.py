@@ -28,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import ConfigError, Hyper, SIGNATURE
 from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
@@ -158,19 +158,19 @@ def check_features(config: dict, env, horizon: int, where: str) -> None:
 
 
 EXPERIMENT_HYPERS = (
-    Hyper("mode", "original", "the authors' algorithm (original) or Bae & Lee's experiment mode (spec 001 §3: "
+    Hyper("mode", SIGNATURE, "the authors' algorithm (original) or Bae & Lee's experiment mode (spec 001 §3: "
           "GD every train_every rounds, the d̃_t bonus scaled by nu)", kind=str, static=True,
           choices=("original", "experiment")),
     Hyper("nu", 1.0, "exploration scale ν (experiment mode; spec 001 §3.1 item 4: grid {0.01, 0.1, 1, 10, 100})",
           low=0.0),
     Hyper("lr", 0.01, "gradient-descent step (experiment mode)", low=0.0, low_open=True),
-    Hyper("steps", 100, "gradient steps per training (experiment mode)", kind=int, static=True, low=1),
-    Hyper("train_every", 50, "train at rounds t = n, 2n, … (experiment mode)", kind=int, static=True, low=1),
-    Hyper("matrix", "full", "full design matrices (Sherman–Morrison) or their diagonal (experiment mode)",
+    Hyper("steps", SIGNATURE, "gradient steps per training (experiment mode)", kind=int, static=True, low=1),
+    Hyper("train_every", SIGNATURE, "train at rounds t = n, 2n, … (experiment mode)", kind=int, static=True, low=1),
+    Hyper("matrix", SIGNATURE, "full design matrices (Sherman–Morrison) or their diagonal (experiment mode)",
           kind=str, static=True, choices=MATRICES),
-    Hyper("score_scale", "prob", "UCB score μ(xᵀθ) + σ (prob) or xᵀθ + σ (latent) (experiment mode)", kind=str,
+    Hyper("score_scale", SIGNATURE, "UCB score μ(xᵀθ) + σ (prob) or xᵀθ + σ (latent) (experiment mode)", kind=str,
           static=True, choices=SCORE_SCALES),
-    Hyper("features", "dense", "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
+    Hyper("features", SIGNATURE, "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
           "classification env), as the sample and its block, with block-diagonal matrices (disjoint; same "
           "results, experiment mode)", kind=str, static=True, choices=disjoint.FEATURES),
 )

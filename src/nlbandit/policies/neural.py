@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import SIGNATURE, ConfigError, Hyper, forwards
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity, history_noise
 from nlbandit.models.mlp import INITS, MLP, SCALES, mlp_apply, mlp_grads, mlp_init
-from nlbandit.models.mlp_train import ANCHORS, OPTIMIZERS, REDUCTIONS, REG_SCALES, Training, train
+from nlbandit.models.mlp_train import ANCHORS, OPTIMIZERS, REDUCTIONS, REG_SCALES, Training, train, training_bytes
 from nlbandit.models.ridge import diagonal_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import (act_info, choose, ensemble_probability, epsilon_greedy, greedy_choice,
@@ -139,7 +139,13 @@ def _policy(name: str, setup: NeuralSetup, act, learn, members: int | None = Non
                                                 params.lr, jax.random.fold_in(key, 1)), lambda: state.theta)
         return state._replace(theta=theta)
 
-    meta = PolicyMeta(name, Requirements(fixed_arms=setup.per_arm), F32, None if setup.per_arm else setup.capacity)
+    m, k = members or 1, setup.spec.k
+    selection = ("selection: the ensemble's K·m scores", 4 * k * m) if design is None else (
+        f"selection: K per-arm gradients K·p{' and Z⁻¹g' if design == 'full' else ''}",
+        4 * k * p * (2 if design == "full" else 1))
+    training = ("training: a block's activations", training_bytes(arch, setup.how, k, m))
+    meta = PolicyMeta(name, Requirements(fixed_arms=setup.per_arm), F32, None if setup.per_arm else setup.capacity,
+                      transients=(selection, training))
     return Policy(init, act, update, meta, prepare)
 
 
@@ -183,6 +189,7 @@ def _append_learner(setup: NeuralSetup, targets=lambda params, key, reward: rewa
     return learn
 
 
+@forwards(neural_setup)
 def neural_ucb(spec: ProblemSpec, design: str = "diagonal", **options) -> Policy:
     """NeuralUCB (Zhou, Li & Gu 2020, Algorithm 1), in the practical form of spec 003 §3:
     score_k = f(x_k; θ) + √(λν) ‖g_k‖_{Z⁻¹}, g_k = ∇_θ f(x_k; θ) at the current θ, Z = λI + Σ g gᵀ over the
@@ -202,6 +209,7 @@ def neural_ucb(spec: ProblemSpec, design: str = "diagonal", **options) -> Policy
     return _policy("neural-ucb", setup, act, _design_learner(setup), design=design)
 
 
+@forwards(neural_setup)
 def neural_ts(spec: ProblemSpec, design: str = "diagonal", **options) -> Policy:
     """NeuralTS (Zhang, Zhou, Li & Gu 2021, Algorithm 1), in the practical form of spec 003 §3: every arm
     gets r̃_k ~ N(f(x_k; θ), σ_k²) with σ_k = √(λν) ‖g_k‖_{Z⁻¹} (the same g and Z as :func:`neural_ucb`),
@@ -244,6 +252,7 @@ def perturbed_rows(rows: Rows, key: jax.Array, sigma_r: jax.Array, per_arm: bool
     return rows._replace(y=rows.y + sigma_r * noise)
 
 
+@forwards(neural_setup)
 def neural_phe(spec: ProblemSpec, **options) -> Policy:
     """Neural-PHE / NPR (Jia, Zhang, Zhou, Gu & Wang 2022), as spec 003 §3 [REC]: play argmax_k f(x_k; θ),
     no bonus; after each reward draw fresh γ_s ~ N(0, σ_R²) for *every* stored observation s ≤ t and train
@@ -262,6 +271,7 @@ def neural_phe(spec: ProblemSpec, **options) -> Policy:
     return _policy("neural-phe", setup, _phe_act(setup), learn)
 
 
+@forwards(neural_setup)
 def neural_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     """Neural-ES, Sun, Wang & Xu (2025) Algorithm 1 with the neural loss (eq. 4.4; spec 003 §2.4).
 
@@ -288,6 +298,7 @@ def neural_es(spec: ProblemSpec, m: int = 10, **options) -> Policy:
     return _policy("neural-es", setup, act, _append_learner(setup, perturbed), members=m)
 
 
+@forwards(neural_setup)
 def neural_greedy(spec: ProblemSpec, **options) -> Policy:
     """ε-greedy over the network's mean f(x; θ) (a baseline: no model of uncertainty); ``epsilon = 0`` is
     pure greedy. ``info.probability`` is exact."""
@@ -302,35 +313,35 @@ def neural_greedy(spec: ProblemSpec, **options) -> Policy:
 
 
 NEURAL_HYPERS = (
-    Hyper("width", 20, "N, the width of every hidden layer (spec 003 §4.3: 20)", kind=int, static=True, low=1),
-    Hyper("depth", 3, "L, the number of weight matrices (spec 003 §4.3: 3)", kind=int, static=True, low=1),
-    Hyper("init", "symmetric", "θ₀: the block-symmetric NTK initialisation, or PyTorch's default (standard)",
+    Hyper("width", SIGNATURE, "N, the width of every hidden layer (spec 003 §4.3: 20)", kind=int, static=True, low=1),
+    Hyper("depth", SIGNATURE, "L, the number of weight matrices (spec 003 §4.3: 3)", kind=int, static=True, low=1),
+    Hyper("init", SIGNATURE, "θ₀: the block-symmetric NTK initialisation, or PyTorch's default (standard)",
           kind=str, static=True, choices=INITS),
-    Hyper("duplicate", None, "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even); omitted: exactly "
+    Hyper("duplicate", SIGNATURE, "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even); omitted: exactly "
           "when the symmetric initialisation needs it (odd d)", kind=bool, static=True, optional=True),
-    Hyper("output_scale", "ntk", "output multiplied by √N (ntk, the papers') or not (none, the reference code)",
+    Hyper("output_scale", SIGNATURE, "output multiplied by √N (ntk, the papers') or not (none, the reference code)",
           kind=str, static=True, choices=SCALES),
     Hyper("lam", 1.0, "regularisation λ of the loss and of the design Z = λI + Σ ggᵀ", low=0.0, low_open=True),
     Hyper("lr", 0.01, "step size η", low=0.0, low_open=True),
-    Hyper("steps", 100, "J, optimiser steps per training call", kind=int, static=True, low=1),
-    Hyper("optimizer", "gd", "full-batch gradient descent (gd), minibatch SGD (sgd; history only) or full-batch "
+    Hyper("steps", SIGNATURE, "J, optimiser steps per training call", kind=int, static=True, low=1),
+    Hyper("optimizer", SIGNATURE, "full-batch gradient descent (gd), minibatch SGD (sgd; history only) or full-batch "
           "Adam", kind=str, static=True, choices=OPTIMIZERS),
-    Hyper("batch_size", 1, "B, observations per SGD step, drawn uniformly with replacement (1: the public NeuralUCB "
-          "code's per-sample SGD)", kind=int, static=True, low=1),
-    Hyper("reduction", "mean", "loss divided by the number of observations (mean) or not (sum)", kind=str,
+    Hyper("batch_size", SIGNATURE, "B, observations per SGD step, drawn uniformly with replacement (1: the public "
+          "NeuralUCB code's per-sample SGD)", kind=int, static=True, low=1),
+    Hyper("reduction", SIGNATURE, "loss divided by the number of observations (mean) or not (sum)", kind=str,
           static=True, choices=REDUCTIONS),
-    Hyper("anchor", "init", "regularise toward θ₀ (init) or 0 (zero)", kind=str, static=True, choices=ANCHORS),
-    Hyper("reg_scale", "width", "regulariser ½λN‖θ − anchor‖² (width, spec 003) or ½λ‖θ − anchor‖² (one)",
+    Hyper("anchor", SIGNATURE, "regularise toward θ₀ (init) or 0 (zero)", kind=str, static=True, choices=ANCHORS),
+    Hyper("reg_scale", SIGNATURE, "regulariser ½λN‖θ − anchor‖² (width, spec 003) or ½λ‖θ − anchor‖² (one)",
           kind=str, static=True, choices=REG_SCALES),
-    Hyper("from_init", False, "train from θ₀ at every call (the theory) instead of warm-starting", kind=bool,
+    Hyper("from_init", SIGNATURE, "train from θ₀ at every call (the theory) instead of warm-starting", kind=bool,
           static=True),
-    Hyper("backend", "history", "data layout: the history buffer, or per-arm statistics of a fixed arm set "
+    Hyper("backend", SIGNATURE, "data layout: the history buffer, or per-arm statistics of a fixed arm set "
           "(arms: the same loss, O(K) per step)", kind=str, static=True, choices=("history", "arms")),
-    Hyper("train_every", 1, "train every n rounds once the warm-up is over", kind=int, static=True, low=1),
-    Hyper("warmup_rounds", None, "round-robin pulls before the network is used (omitted: K, one per arm)",
+    Hyper("train_every", SIGNATURE, "train every n rounds once the warm-up is over", kind=int, static=True, low=1),
+    Hyper("warmup_rounds", SIGNATURE, "round-robin pulls before the network is used (omitted: K, one per arm)",
           kind=int, static=True, low=0, optional=True),
 )
-_DESIGN = (Hyper("design", "diagonal", "confidence design Z: diagonal (reference code) or full (p × p)", kind=str,
+_DESIGN = (Hyper("design", SIGNATURE, "confidence design Z: diagonal (reference code) or full (p × p)", kind=str,
                  static=True, choices=("diagonal", "full")),
            Hyper("nu", 0.1, "exploration scale ν (spec 003 §3: 0.1; tune over 1e-3..1)", low=0.0))
 
@@ -384,7 +395,8 @@ ENTRIES = (
     _entry("neural-phe", neural_phe, (SIGMA_R,),
            "Neural-PHE / NPR (Jia et al. 2022): every past reward re-perturbed each round (O(t) per round on "
            "its history)", draws_in_update=True),
-    _entry("neural-es", neural_es, (Hyper("m", 10, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
+    _entry("neural-es", neural_es,
+           (Hyper("m", SIGNATURE, "ensemble size m", kind=int, static=True, low=1), SIGMA_R, M_USED),
            "neural ensemble sampling (Sun, Wang & Xu 2025): m networks, incremental perturbations", members_used),
     _entry("neural-greedy", neural_greedy,
            (Hyper("epsilon", 0.0, "exploration probability ε (0: greedy)", low=0.0, high=1.0),),

@@ -42,13 +42,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import ConfigError, Hyper
+from nlbandit.core.hyper import SIGNATURE, ConfigError, Hyper, forwards, signature_defaults
 from nlbandit.core.keys import normal
 from nlbandit.core.types import Env, Policy, PolicyMeta, ProblemSpec, Requirements
 from nlbandit.models import disjoint
 from nlbandit.models.history import Rows, add_row, empty_rows, history_capacity
 from nlbandit.models.mlp import MLP, mlp_apply, mlp_grads, mlp_init
-from nlbandit.models.mlp_train import Training, train
+from nlbandit.models.mlp_train import Training, train, training_bytes
 from nlbandit.models.ridge import cholesky_widths
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.exploration import act_info, choose
@@ -174,7 +174,10 @@ def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", feature
         return NeuralLogState(theta, state.theta0, rows, net.add(state.design, g, arm, weight),
                               net.add(state.squares, g, arm, 1.0), blocks)
 
-    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, setup.capacity))
+    transients = (("selection: K per-arm gradients K·p", 4 * spec.k * p),
+                  ("training: a block's activations", training_bytes(arch, setup.how, spec.k)))
+    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, setup.capacity,
+                                                transients=transients))
 
 
 def _widths_logdet(matrix: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -229,8 +232,7 @@ def confidence(gram: jax.Array, t, depth: int, s, delta, c1, c_nu):
     return jnp.maximum(lam, lam0), nu, iota, lam < lam0
 
 
-def _theory(rule: Rule, spec: ProblemSpec, width: int = 20, depth: int = 2, duplicate: bool = False,
-            steps: int = 100, **unused) -> Policy:
+def _theory(rule: Rule, spec: ProblemSpec, width: int, depth: int, duplicate: bool, steps: int, **unused) -> Policy:
     """The policy of ``rule`` as written (spec 001 §2): fixed NTK features g(x; θ₀)/√m of the symmetric θ₀,
     full float64 matrices, the adaptive λ_t and ν_t of :func:`confidence`, and TrainNN from θ₀ every round
     (J = ``steps`` full-batch gradient steps of η = C5/(mTL + mλ_t), Condition 4.4, on the summed
@@ -293,7 +295,10 @@ def _theory(rule: Rule, spec: ProblemSpec, width: int = 20, depth: int = 2, dupl
             weighted = weighted + (jax.nn.sigmoid(f) * jax.nn.sigmoid(-f)).astype(f64) * jnp.outer(g, g)
         return TheoryState(theta, state.theta0, rows, gram, weighted, lam, nu)
 
-    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, capacity))
+    transients = (("selection: float64 gradients K·p and a Cholesky factor p²", 8 * (spec.k * p + p * p)),
+                  ("training: a block's activations", training_bytes(arch, how, spec.k)))
+    return Policy(init, act, update, PolicyMeta(rule.name, Requirements(reward_range=(0.0, 1.0)), F32, capacity,
+                                                transients=transients))
 
 
 # Bytes of theory mode's float64 p × p matrices (per seed) above which a configuration is refused.
@@ -327,7 +332,7 @@ def _finalize(values: dict[str, Any]) -> dict[str, Any]:
     """Refuse experiment-mode fields set away from their defaults in theory mode, where the theory fixes
     them (spec 001 §2)."""
     if values["mode"] == "theory":
-        defaults = {h.name: h.default for h in _OWN + _SHARED}
+        defaults = {h.name: h.default for h in ENTRIES[0].hypers}  # every rule's entry has the same
         for name in _EXPERIMENT_ONLY:
             if values[name] != defaults[name]:
                 raise ConfigError(f"field '{name}' applies to mode = 'experiment' only; theory mode uses the "
@@ -346,18 +351,22 @@ _DOCS = {
                  "initialisation needs it for odd d)",
 }
 _SHARED = tuple(replace(h, default=_DEFAULTS.get(h.name, h.default), doc=_DOCS.get(h.name, h.doc),
-                        optional=h.optional and h.name not in _DEFAULTS)
-                for h in NEURAL_HYPERS if h.name not in ("backend", "optimizer", "batch_size", "warmup_rounds"))
+                        optional=h.optional and h.name not in _DEFAULTS,
+                        from_signature=h.from_signature and h.name not in _DEFAULTS)
+                for h in signature_defaults(NEURAL_HYPERS, neural_setup, "neurallog")
+                if h.name not in ("backend", "optimizer", "batch_size", "warmup_rounds"))
+"""The network and training options of :func:`~nlbandit.policies.neural.neural_setup` (its defaults), with the
+paper's experiment-mode values (:data:`_DEFAULTS`) in place of some: every field is passed on explicitly."""
 _OWN = (
     Hyper("nu", 1.0, "exploration scale ν (spec 001 §3.1 item 4: grid {0.01, 0.1, 1, 10, 100})", low=0.0),
     Hyper("kappa", 10.0, "κ, the bound on 1/μ̇ plugged into the bonus (spec 001 §3.5: 10)", low=1.0),
     Hyper("s", 1.0, "S, the parameter-norm bound plugged into the bonus (spec 001 §3.5: 1)", low=0.0, low_open=True),
-    Hyper("score_scale", "prob", "UCB score μ(f) + σ (prob) or f + σ (latent); TS samples on the latent scale",
+    Hyper("score_scale", SIGNATURE, "UCB score μ(f) + σ (prob) or f + σ (latent); TS samples on the latent scale",
           kind=str, static=True, choices=SCORE_SCALES),
-    Hyper("features", "dense", "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
+    Hyper("features", SIGNATURE, "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
           "classification env), as the sample and its block (disjoint: nothing of size d₀K per arm, "
           ":mod:`nlbandit.models.disjoint`; same results)", kind=str, static=True, choices=disjoint.FEATURES),
-    Hyper("mode", "experiment", "the paper's practical adjustments (experiment, spec 001 §3) or the algorithms as "
+    Hyper("mode", SIGNATURE, "the paper's practical adjustments (experiment, spec 001 §3) or the algorithms as "
           "written (theory, §2: full matrices, for small p)", kind=str, static=True, choices=MODES),
     Hyper("delta", 0.05, "confidence level δ (theory mode)", low=0.0, high=1.0, low_open=True, high_open=True),
     Hyper("c1", 1.0, "absolute constant C1 of λ₀, ι_t, λ_t (theory mode)", low=0.0, low_open=True),
@@ -369,6 +378,7 @@ _OWN = (
 
 
 def _entry(rule: Rule, doc: str) -> PolicyEntry:
+    @forwards(_neurallog)
     def make(spec, mode="experiment", **options):
         return _neurallog(rule, spec, **options) if mode == "experiment" else _theory(rule, spec, **options)
 

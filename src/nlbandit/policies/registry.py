@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
+from nlbandit.core.memory import policy_parts, state_bytes
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
 from nlbandit.discovery import declaring_modules
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
@@ -64,6 +65,24 @@ def build_policy(config: dict[str, Any], spec: ProblemSpec, entry: PolicyEntry |
         static, traced = entry.split(config)
         policy = _stamped(entry, spec, static)
     return policy, policy.meta.params_type(**{k: jnp.asarray(v, jnp.float64) for k, v in traced.items()})
+
+
+def policy_memory(config: dict[str, Any] | None, spec: ProblemSpec, n_seeds: int) -> dict[str, int]:
+    """Bytes of the arrays a resolved config's policy holds over ``n_seeds`` seeds, by part, as the engine checks
+    them (:func:`~nlbandit.core.memory.policy_parts`: its states from ``jax.eval_shape``, twice, and the working
+    arrays it declares); nothing for ``None``."""
+    if config is None:
+        return {}
+    static = tuple(sorted(split_policy_config(config)[0].items()))
+    return policy_parts(_make(config["name"], spec, static), n_seeds * _state_bytes(config["name"], spec, static),
+                        n_seeds)
+
+
+@functools.lru_cache(maxsize=256)
+def _state_bytes(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> int:
+    """One seed's state bytes of a policy (its traced values cannot change the shapes: zeros stand in)."""
+    policy = _make(name, spec, static)
+    return state_bytes(policy, policy.meta.params_type(*(jnp.zeros(()) for _ in policy.meta.params_type._fields)))
 
 
 def build_resample(config: dict[str, Any], spec: ProblemSpec):
@@ -150,9 +169,11 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
         config = check_policy_env(config, spec, horizon, f"policy '{name}'")
         return build_policy(config, ProblemSpec(spec.spec.d, spec.spec.k, horizon))
     if horizon is not None and horizon != spec.horizon:
-        raise ConfigError(f"policy '{name}': horizon={horizon} differs from the ProblemSpec's {spec.horizon}; give it once")
+        raise ConfigError(f"policy '{name}': horizon={horizon} differs from the ProblemSpec's {spec.horizon}; give it "
+                          "once")
     return build_policy(check_policy_sizes(config, spec, f"policy '{name}'"), spec)
 
 
 __all__ = ["ConfigError", "FAMILIES", "ONLINE_FACTS", "POLICIES", "build_policy", "build_resample", "check_policy_env",
-           "check_policy_sizes", "make_policy", "policy_entry", "resolve_policy", "split_policy_config"]
+           "check_policy_sizes", "make_policy", "policy_entry", "policy_memory", "resolve_policy",
+           "split_policy_config"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nlbandit.core.hyper import Hyper
+from nlbandit.core.hyper import Hyper, forwards
 from nlbandit.core.types import Policy, PolicyMeta, ProblemSpec
 from nlbandit.models.links import LINKS
 from nlbandit.models.mlp import mlp_apply
@@ -87,6 +87,7 @@ def squarecb(spec: ProblemSpec) -> Policy:
     return Policy(init, act, ridge_learn, PolicyMeta("squarecb"))
 
 
+@forwards(glm.glm_setup)
 def glm_squarecb(spec: ProblemSpec, **options) -> Policy:
     """SquareCB with the GLM oracle: ŷ = μ(xᵀθ̂), θ̂ the regularised maximum likelihood refitted after every
     reward (the GLM family's estimator, warm-up and backends)."""
@@ -105,6 +106,7 @@ def glm_squarecb(spec: ProblemSpec, **options) -> Policy:
     return glm._policy("glm-squarecb", setup, predict, glm._refit_mle(setup))._replace(act=act)
 
 
+@forwards(neural.neural_setup)
 def neural_squarecb(spec: ProblemSpec, **options) -> Policy:
     """SquareCB with the MLP oracle: ŷ = f(x; θ), the network trained by square loss on the rewards (the
     neural family's network, training cadence and warm-up)."""

@@ -298,24 +298,18 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
 
 def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
     """For runs on real data: the bytes one seed needs (the environment's arrays, the chosen arms and curves,
-    a history buffer, a neural policy's network, data and designs), by run."""
-    from nlbandit.core.types import ProblemSpec
-    from nlbandit.policies.neural_memory import neural_memory
-    from nlbandit.policies.registry import build_policy
-
+    the policy's state and working arrays), by run."""
     loop = LOOPS[exp.loop]
     mine = [r for r in rows if loop.data_sources(r.run.env)]
     if not mine:
         return []
     lines = ["", "## Memory per seed", "",
-             "The dominant arrays of one seed (nlbandit.loops, nlbandit.policies.neural_memory); transient parts "
-             "included, data shared by every seed (the data set itself) not.", "",
+             "The dominant arrays of one seed (the loop's, and the policy's state, counted twice as the engine holds "
+             "it, with the working arrays it declares: nlbandit.core.memory); data shared by every seed (the data "
+             "set itself) not.", "",
              "| policy | case | MB per seed |", "|---|---|---:|"]
     for r in mine:
-        env, horizon = r.run.env, r.run.horizon
-        history = build_policy(r.run.policy, ProblemSpec(env["d"], env["k"], horizon))[0].meta.max_horizon is not None
-        parts = {**loop.memory(env, horizon, 1, r.run.record_points, history),
-                 **neural_memory(r.run.policy, env, horizon)}
+        parts = loop.memory(r.run.env, r.run.policy, r.run.horizon, 1, r.run.record_points)
         per_seed = sum(v for k, v in parts.items() if "(shared)" not in k)
         lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {per_seed / 2**20:.1f} |")
     return lines
