@@ -410,9 +410,12 @@ def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
     from nlbandit.experiments.tuning import tune_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
-    command = f"nlbandit report {path} --scale {args.scale}" + (
-        f" --seeds {args.seeds}" if args.seeds else "") + (f" --cases {args.cases}" if args.cases else "") + f" --out {out}"
-    log = (lambda msg: print(msg, file=sys.stderr))
+    command = (f"nlbandit report {path} --scale {args.scale}" + (f" --seeds {args.seeds}" if args.seeds else "")
+               + (f" --cases {args.cases}" if args.cases else "") + f" --out {out}")
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
     print(f"== {path}", flush=True)
     for case, why in exp.missing.items():
         print(f"not run: case {case!r}: {why}", file=sys.stderr)

@@ -38,7 +38,8 @@ from nlbandit.data.sources import Reader, WheelSource
 SOURCE = WheelSource("obp==0.4.1", "obp-0.4.1-py3-none-any.whl",
                      "87dec9caf4283c25ab13036532e0a24566f1c7bdcad1653a8ded43b2f5ef8208",
                      ("obp/dataset/obd/random/all/all.csv", "obp/dataset/obd/random/all/item_context.csv"), Reader(),
-                     "Open Bandit Dataset sample (obp wheel): 10,000 events of the random policy, 80 items, 3 positions")
+                     "Open Bandit Dataset sample (obp wheel): 10,000 events of the random policy, 80 items, "
+                     "3 positions")
 """Where the sample comes from (``nlbandit data fetch obd``)."""
 
 ARMS = 5
@@ -132,7 +133,8 @@ def load() -> OBDEvents:
 
 def describe(events: OBDEvents) -> str:
     """One paragraph: events, items, clicks, the logging propensities, provenance."""
-    return (f"obd: {events.item.size} events of the random policy over {events.affinity.shape[1]} items at 3 positions, "
+    return (f"obd: {events.item.size} events of the random policy over {events.affinity.shape[1]} items at 3 "
+            "positions, "
             f"{int(events.click.sum())} clicks (click rate {events.click.mean():.4f}), propensities "
             f"{events.propensity.min():g}–{events.propensity.max():g}; source {SOURCE.requirement}, files "
             f"{', '.join(SOURCE.members)}, wheel sha256 {SOURCE.sha256}")

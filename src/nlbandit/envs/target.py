@@ -50,8 +50,8 @@ class TargetInstance(NamedTuple):
 
 
 def row_hashes(x) -> np.ndarray | jax.Array:
-    """(n,) uint64 hashes of the rows of ``x`` (n, d), d ≤ :data:`MAX_FEATURES`: Σ_j bits(x_j)·c_j mod 2⁶⁴ with fixed odd c_j;
-    exact and order-independent, equal in NumPy and JAX."""
+    """(n,) uint64 hashes of the rows of ``x`` (n, d), d ≤ :data:`MAX_FEATURES`: Σ_j bits(x_j)·c_j mod 2⁶⁴ with
+    fixed odd c_j; exact and order-independent, equal in NumPy and JAX."""
     if isinstance(x, np.ndarray):
         bits = np.ascontiguousarray(x, np.float64).view(np.uint64)
         return (bits * _MULTIPLIERS[:x.shape[1]]).sum(axis=1, dtype=np.uint64)
@@ -140,7 +140,8 @@ def _finalize(values, where):
         raise ConfigError(f"{where}: field 'target' = {values['target']} is not a class index of data set {name!r} "
                           f"(0..{classes - 1})")
     if values["k"] > labels.size:
-        raise ConfigError(f"{where}: field 'k' = {values['k']} is more than the {labels.size} rows of data set {name!r}")
+        raise ConfigError(f"{where}: field 'k' = {values['k']} is more than the {labels.size} rows of data set "
+                          f"{name!r}")
     if x.shape[1] > MAX_FEATURES:
         raise ConfigError(f"{where}: data set {name!r} has {x.shape[1]} features; the target-class bandit takes at "
                           f"most {MAX_FEATURES}")

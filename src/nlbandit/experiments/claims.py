@@ -408,7 +408,8 @@ class _Evaluator:
                 t0, t1 = args[1], args[2]
             else:
                 if len(args) != 1:
-                    raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional argument")
+                    raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional "
+                                      "argument")
                 t0, t1 = None, kwargs.pop("t", None)
             rounds, cum, _ = self.curves(label, kwargs)
             end = value_at(rounds, cum, t1)

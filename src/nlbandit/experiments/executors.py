@@ -143,8 +143,8 @@ class ProcessExecutor:
 
     Each worker runs one batch at a time, pinned to a core of its own where the OS allows (its XLA threads then
     share that core); on this project's 2-core machine two workers computed kveton2020/fig1_logistic (quick, 24
-    batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (docs/performance.md). A job that raises an
-    error stops the others (their processes are terminated; their checkpoints stay) and the error is raised
+    batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (docs/performance.md). A job that
+    raises an error stops the others (their processes are terminated; their checkpoints stay) and the error is raised
     here; a worker that dies raises ``BrokenProcessPool``.
 
     Args:

@@ -176,13 +176,15 @@ def ensemble_newton_solve(link: Link, x, w, s, lam, thetas, iterations: int = 3,
     rounds, then ensemble sampling, every round checked against an exact Newton solve): largest error
     relative to 1 + ‖θ*‖ 1.2e-6 with the default 3 steps (6e-7 after round 1000), the fallback taken in
     72–92 rounds, none after round 700; with 2 steps 4–6e-6, and the fallback in ~800–950 rounds, some
-    near the end, so that over a run 2 steps save no time. ``active``: see :func:`~nlbandit.models.history.blockwise_sum`.
+    near the end, so that over a run 2 steps save no time. ``active``: see
+    :func:`~nlbandit.models.history.blockwise_sum`.
     """
     if iterations < 2:
         raise ValueError(f"iterations must be >= 2 (the contraction test compares two steps), got {iterations}")
 
     def gradients(theta):
-        return blockwise_sum(lambda x, w, s: (w[:, None] * link.mean(x @ theta.T) - s).T @ x, x, w, s, active) + lam * theta
+        return (blockwise_sum(lambda x, w, s: (w[:, None] * link.mean(x @ theta.T) - s).T @ x, x, w, s, active)
+                + lam * theta)
 
     chol = jax.scipy.linalg.cho_factor(glm_hessian(link, jnp.mean(thetas, axis=0), x, w, lam, active), lower=True)
 

@@ -96,7 +96,8 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
         if case.get("case") in exp.missing:
             raise MissingCase(case["case"])
         row = by_id[select(label, case).run_id]
-        return row.stored.rounds, row.stored.cum_regret if metric == "regret" else row.stored.curves[metric], row.timing()
+        curve = row.stored.cum_regret if metric == "regret" else row.stored.curves[metric]
+        return row.stored.rounds, curve, row.timing()
 
     out = []
     for c in exp.claims:
@@ -361,7 +362,8 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
     for note in loop.report_notes():
         lines += [note, ""]
     extra_head = "".join(f" {c} |" for c in loop.report_columns())
-    lines += [f"| policy | case |{extra_head} mean | ± {ci_name(exp.ci)} | std | median | compile s | run s | µs / seed-round |",
+    lines += [f"| policy | case |{extra_head} mean | ± {ci_name(exp.ci)} | std | median | compile s | run s | "
+              "µs / seed-round |",
               "|---|---|" + "---|" * len(loop.report_columns()) + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r.stored

@@ -193,8 +193,8 @@ class Service:
     def health(self) -> dict[str, Any]:
         """The agent's status."""
         a = self.agent
-        return {"status": "failed: " + self.failed if self.failed else "ok", "policy": a.config["name"], "d": a.spec.d, "k": a.spec.k, "rounds": a.rounds,
-                "rewarded": a.rewarded, "pending": len(a.pending)}
+        return {"status": "failed: " + self.failed if self.failed else "ok", "policy": a.config["name"], "d": a.spec.d,
+                "k": a.spec.k, "rounds": a.rounds, "rewarded": a.rewarded, "pending": len(a.pending)}
 
     def metrics(self) -> dict[str, Any]:
         """Request counts by kind and status, journal records, and decide latency percentiles (ms)."""
