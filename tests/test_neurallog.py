@@ -3,6 +3,8 @@ their κ- and ν-invariances (spec 001 §7.1), the post-training weights of the 
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import jax
@@ -67,30 +69,34 @@ def test_scores_match_a_numpy_reference_after_some_rounds(name):
         np.testing.assert_allclose(float(info.score), scores[int(arm)], rtol=2e-5)
 
 
-def _arms(name, **options):
+GRID = ({"kappa": 2.0, "nu": 1.0}, {"kappa": 50.0, "nu": 1.0}, {"kappa": 2.0, "nu": 0.0})
+
+
+@functools.cache
+def _grid_arms(name: str) -> np.ndarray:
+    """The chosen arms (grid point × seed × round) of ``name`` on the points of :data:`GRID`, side by side on
+    common random numbers (one compilation per policy, shared by the tests below)."""
     env = nb.make_env("latent", d=D, k=K, latent="h4", pool=200)
-    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, **options)
-    return np.asarray(nb.simulate(env, policy, params, 150, range(3), chunk_size=150).arms)
+    points = [nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, **p) for p in GRID]
+    grid = jax.tree.map(lambda *v: jnp.stack(v), *(params for _, params in points))
+    return np.asarray(nb.simulate(env, points[0][0], grid, 150, range(3), chunk_size=150, grid=True).arms)
 
 
 def test_kappa_enters_exactly_the_policies_whose_bonus_has_it():
     # spec 001 §3.2: UCB-2 and TS-2 never read κ; NCBF-UCB, UCB-1 and TS-1 do. κ is traced: κ = 2 and κ = 50 run
-    # side by side as a grid of two (one compilation per policy), on common random numbers.
-    env = nb.make_env("latent", d=D, k=K, latent="h4", pool=200)
+    # side by side as grid points.
     for name, reads_kappa in (("neurallog-ucb-2", False), ("neurallog-ts-2", False), ("ncbf-ucb", True),
                               ("neurallog-ucb-1", True)):
-        policy, low = nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, kappa=2.0, nu=1.0)
-        _, high = nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, kappa=50.0, nu=1.0)
-        grid = jax.tree.map(lambda a, b: jnp.stack([a, b]), low, high)
-        arms = np.asarray(nb.simulate(env, policy, grid, 150, range(3), chunk_size=150, grid=True).arms)
+        arms = _grid_arms(name)
         assert np.any(arms[0] != arms[1]) == reads_kappa, name
 
 
 def test_with_nu_zero_the_ucb_policies_are_one_greedy_policy():
     # spec 001 §7.1: ν = 0 leaves the network's mean only, the same for every UCB policy (bit-identical).
-    first = _arms("ncbf-ucb", nu=0.0)
+    first = _grid_arms("ncbf-ucb")[2]
     for name in ("neurallog-ucb-1", "neurallog-ucb-2"):
-        np.testing.assert_array_equal(_arms(name, nu=0.0), first)
+        np.testing.assert_array_equal(_grid_arms(name)[2], first)
+    assert np.any(_grid_arms("ncbf-ucb")[0] != first)  # with ν = 1 it explores
 
 
 def test_the_w_design_weighs_each_gradient_with_the_network_after_training():
