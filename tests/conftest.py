@@ -10,11 +10,17 @@ The CLI computes in this process (``NLBANDIT_EXECUTOR=local``) unless a test ask
 suite already runs in one pytest-xdist worker per core, each pinned to its own core (before JAX starts), so
 that the workers' XLA thread pools do not contend for the same cores. Pinning changes no number: the
 reproductions' full-scale runs, computed on one pinned core, equal the unpinned ones bit for bit.
+
+The session's processes (the workers, and the CLI and executor processes the tests start) share one JAX
+compilation cache, a fresh folder removed at the end (unless ``JAX_COMPILATION_CACHE_DIR`` is set already): a
+program compiled by one of them is loaded by the others, the same executable, so no number changes.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -24,13 +30,26 @@ import pytest
 os.environ.setdefault("NLBANDIT_EXECUTOR", "local")
 
 
+_CACHE = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Pin an xdist worker to one core of its own when there are at least as many cores as workers."""
+    """In the session's first process, a fresh compilation cache that every later one inherits; in an xdist
+    worker, a core of its own when there are at least as many cores as workers."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if worker is None and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        config.stash[_CACHE] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="nlbandit-xla-")
+        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
     if worker and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
         if 1 < count <= len(cores):
             os.sched_setaffinity(0, {cores[int(worker.removeprefix("gw")) % len(cores)]})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's compilation cache."""
+    if _CACHE in config.stash:
+        shutil.rmtree(config.stash[_CACHE], ignore_errors=True)
 
 
 @pytest.fixture()
