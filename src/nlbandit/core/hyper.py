@@ -28,6 +28,8 @@ class ConfigError(ValueError):
 
 
 class _Signature:
+    """The type of :data:`SIGNATURE`."""
+
     def __repr__(self) -> str:
         return "SIGNATURE"
 

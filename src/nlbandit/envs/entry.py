@@ -54,6 +54,8 @@ class EnvEntry:
     check_horizon: Callable[[dict[str, Any], int, str], None] | None = None
 
     def __post_init__(self) -> None:
+        """Read the :data:`~nlbandit.core.hyper.SIGNATURE` defaults from ``make`` (a TypeError at import for a
+        default declared twice or nowhere)."""
         object.__setattr__(self, "hypers", signature_defaults(self.hypers, self.make, f"environment '{self.name}'"))
 
 

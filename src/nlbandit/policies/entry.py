@@ -64,6 +64,8 @@ class PolicyEntry:
     resample: Callable[..., Callable[[Any, Any, Any], Any]] | None = None
 
     def __post_init__(self) -> None:
+        """Read the :data:`~nlbandit.core.hyper.SIGNATURE` defaults from ``make`` (a TypeError at import for a
+        default declared twice or nowhere)."""
         object.__setattr__(self, "hypers", signature_defaults(self.hypers, self.make, f"policy '{self.name}'"))
 
     def modules(self) -> tuple[str, ...]:
