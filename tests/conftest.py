@@ -8,8 +8,8 @@ uniform play, has sublinear regret, a sampler has the right law); run them with 
 
 The CLI computes in this process (``NLBANDIT_EXECUTOR=local``) unless a test asks for worker processes: the
 suite already runs in one pytest-xdist worker per core, each pinned to its own core (before JAX starts), so
-that the workers' XLA thread pools do not contend for the same cores. Pinning changes no number: the
-reproductions' full-scale runs, computed on one pinned core, equal the unpinned ones bit for bit.
+that the workers' XLA thread pools do not contend for the same cores. Pinning changes no number: the golden
+fingerprints (tests/fingerprints.json, recorded with ``-n 0`` in one unpinned process) pass in pinned workers.
 
 The session's processes (the workers, and the CLI and executor processes the tests start) share one JAX
 compilation cache, a fresh folder removed at the end (unless ``JAX_COMPILATION_CACHE_DIR`` is set already): a
