@@ -3,6 +3,8 @@ probabilities that are the choice frequencies, save/load round trips, and clear 
 
 from __future__ import annotations
 
+import json
+import os
 import zipfile
 
 import jax
@@ -352,3 +354,135 @@ def test_default_neural_networks_build_for_every_input_dimension(name):
         arm, _ = jax.eval_shape(lambda s: policy.act(params, s, jax.random.key(1), jnp.ones((3, d)), jnp.ones(3, bool),
                                                      jnp.asarray(1)), state)
         assert arm.shape == ()
+
+
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_a_learning_step_that_raises_learns_each_reward_once(numpy_round, monkeypatch):
+    """Rewards learnt before a failing update leave the queue: a retry learns the rest, each reward once (they
+    were learnt again on every retry). The final state is the state of learning them without the failure."""
+    x = np.random.default_rng(3).normal(size=(K, D))
+    agents = [Agent("lin-ucb", d=D, k=K, horizon=T, seed=1, numpy_round=numpy_round) for _ in range(2)]
+    for agent in agents:
+        events = [agent.decide(x).event_id for _ in range(5)]
+        agent.reward(events, [1.0, 0.0, 1.0, 1.0, 0.0])
+    faulty, learnt = agents[0], []
+    if numpy_round:
+        real = faulty._host.update
+
+        def update(params, state, draws, contexts, arm, reward, t):
+            if t == 3 and 3 not in learnt:
+                learnt.append(3)
+                raise FloatingPointError("a failing update")
+            learnt.append(t)
+            return real(params, state, draws, contexts, arm, reward, t)
+        faulty._host = faulty._host._replace(update=update)
+    else:
+        real = faulty._programs.update
+
+        def update(params, state, stream, contexts, arm, reward, bound, t):
+            if t == 3 and 3 not in learnt:
+                learnt.append(3)
+                raise FloatingPointError("a failing update")
+            learnt.append(t)
+            return real(params, state, stream, contexts, arm, reward, bound, t)
+        faulty._programs = faulty._programs._replace(update=update)
+    with pytest.raises(FloatingPointError):
+        faulty.learn()
+    assert faulty.learn() == 3
+    assert learnt == [1, 2, 3, 3, 4, 5]  # 3 failed once, then every event learnt once
+    for a, b in zip(jax.tree.leaves(faulty.state), jax.tree.leaves(agents[1].state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_contexts_and_rewards_beyond_the_documented_magnitude_are_refused():
+    """A finite but huge feature vector once overflowed glm-ucb's statistics (every later decide failed, also
+    after a restart; contexts x 1e150-1e308 raised ZeroDivisionError / LinAlgError): refused at the door."""
+    from nlbandit.agent import MAX_MAGNITUDE
+
+    agent = Agent("glm-ucb", d=D, k=K, horizon=T)  # per-arm statistics: round 1's arms are kept
+    x = np.random.default_rng(0).normal(size=(K, D))
+    for scale in (1e150, 1e300, 2 * MAX_MAGNITUDE / np.abs(x[0]).max()):
+        with pytest.raises(ValueError, match="magnitude at most 1e\\+06"):
+            agent.decide(np.vstack([x[:1] * scale, x[1:]]))  # one arm scaled
+    at_bound = np.vstack([x[:1] * MAX_MAGNITUDE / np.abs(x[0]).max(), x[1:]])  # the bound itself is accepted
+    agent.reward(agent.decide(at_bound).event_id, 1.0)
+    assert np.isfinite(agent.decide(at_bound).score)
+    lin = Agent("lin-ucb", d=D, k=K, horizon=T)
+    with pytest.raises(ValueError, match="magnitude at most"):
+        lin.reward(lin.decide(x).event_id, 1e300)
+
+
+def test_a_diverged_network_stops_deciding_with_a_message():
+    """Features x 1e3 make neural-ucb's training diverge; the agent served NaN scores silently (90 of 100
+    decisions). Now every decision it returns has a finite score, and it stops as simulate does."""
+    from nlbandit.agent import PolicyDiverged
+
+    agent = Agent("neural-ucb", d=4, k=3, horizon=200, seed=0)
+    rng = np.random.default_rng(0)
+    with pytest.raises(PolicyDiverged, match="no longer finite after learning the rewards up to event"):
+        for _ in range(100):
+            decision = agent.decide(rng.normal(size=(3, 4)) * 1e3)
+            assert np.isfinite(decision.score)
+            agent.reward(decision.event_id, float(rng.random() < 0.5))
+    assert agent.rounds < 100
+
+
+def test_an_agent_too_large_for_memory_is_refused_before_allocating():
+    with pytest.raises(ConfigError, match=r"needs about 149 GiB of memory .* more than this machine"):
+        Agent("lin-ucb", d=100_000, k=3, horizon=100)  # once aborted the Python process
+
+
+def _arrays(path):
+    with zipfile.ZipFile(path) as z:
+        return {n.removesuffix(".npy"): np.load(z.open(n)) for n in z.namelist()}
+
+
+def _with_header(tmp_path, arrays, name, change):
+    header = json.loads(arrays["header"].tobytes().decode())
+    change(header)
+    np.savez(tmp_path / name, **{**arrays, "header": np.frombuffer(json.dumps(header).encode(), np.uint8)})
+    return tmp_path / name
+
+
+CRAFTED = {  # a change to a saved header -> the message it must get
+    "missing d": (lambda h: h.pop("d"), "field 'd' must be an integer >= 1, got None"),
+    "string d": (lambda h: h.update(d="4"), "field 'd' must be an integer >= 1, got '4'"),
+    "huge seed": (lambda h: h.update(seed=2**70), r"field 'seed' must be an integer in \[0, 2\*\*32 - 1\]"),
+    "pending out of range": (lambda h: h.update(pending=[[99, 0]]), "inconsistent"),
+    "pending arm out of range": (lambda h: h.update(pending=[[h["rounds"], K]]), "inconsistent"),
+    "rewarded beyond rounds": (lambda h: h.update(rewarded=h["rounds"] + 5), "inconsistent"),
+    "no policy": (lambda h: h.pop("policy"), "does not resolve"),
+    "meta not an object": (lambda h: h.update(meta=[1]), "'meta' must be an object"),
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_load_refuses_crafted_headers_with_the_field_named(tmp_path, case):
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T)
+    agent.reward(agent.decide(np.ones((K, D))).event_id, 1.0)
+    agent.decide(np.ones((K, D)))
+    change, message = CRAFTED[case]
+    with pytest.raises(ValueError, match=message):
+        Agent.load(_with_header(tmp_path, _arrays(agent.save(tmp_path / "a.npz")), "x.npz", change))
+
+
+def test_load_refuses_a_nan_state_a_huge_declared_array_and_a_fifo(tmp_path):
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T)
+    arrays = _arrays(agent.save(tmp_path / "a.npz"))
+    np.savez(tmp_path / "nan.npz", **{**arrays, "state_0": np.full_like(arrays["state_0"], np.nan)})
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        Agent.load(tmp_path / "nan.npz")
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:  # a member whose .npy header declares 7 TiB
+        for name, a in arrays.items():
+            with z.open(f"{name}.npy", "w") as f:
+                if name == "state_0":
+                    np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False,
+                                                             "shape": (2**40, 1)})
+                    f.write(b"\0" * 64)
+                else:
+                    np.lib.format.write_array(f, a)
+    with pytest.raises(ValueError, match="declares 8796093022208 bytes of float64 but holds 64"):
+        Agent.load(tmp_path / "huge.npz")
+    os.mkfifo(tmp_path / "fifo")  # once hung forever
+    with pytest.raises(ValueError, match="not a regular file"):
+        Agent.load(tmp_path / "fifo")

@@ -66,11 +66,13 @@ from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
 from nlbandit.core.keys import seed_keys
+from nlbandit.core.memory import check_memory
 from nlbandit.core.round import round_key
-from nlbandit.core.types import Feedback, Policy, ProblemSpec, to_dtype
+from nlbandit.core.types import Feedback, Policy, ProblemSpec, healthy, to_dtype
 from nlbandit.host import host_round
 from nlbandit.host.draws import DrawBlocks
-from nlbandit.policies.registry import build_policy, build_resample, check_policy_sizes, policy_entry, resolve_policy
+from nlbandit.policies.registry import (build_policy, build_resample, check_policy_sizes, policy_entry, policy_memory,
+                                        resolve_policy)
 
 FORMAT = "nlbandit-agent"
 """The ``format`` field of a saved agent's header."""
@@ -78,6 +80,10 @@ VERSION = 1
 """The version of the saved-agent format this code writes and reads."""
 _ESTIMATE_STREAM = 6
 """Index of the redraws' key stream under the seed's root key (the simulator uses 0–5)."""
+MAX_MAGNITUDE = 1e6
+"""The largest magnitude of a context entry, a reward or a variance bound the agent accepts: squares and sums of
+squares of such values over millions of rounds stay far inside float32 and float64 (larger values overflowed
+the statistics of the linear and GLM policies and stopped every later decision); standardise the features."""
 
 
 class UnknownEvent(ValueError):
@@ -86,6 +92,11 @@ class UnknownEvent(ValueError):
 
 class RepeatedReward(ValueError):
     """A reward for an event that was already rewarded (an event is learnt once)."""
+
+
+class PolicyDiverged(RuntimeError):
+    """The policy's state is no longer finite (a network whose training diverged): the agent makes no more
+    decisions, as :func:`~nlbandit.core.simulate.simulate` stops such a run."""
 
 
 class Decision(NamedTuple):
@@ -130,9 +141,10 @@ def _programs(policy: Policy, draws: int, redo: Callable | None) -> _Programs:
     def prepare(params, state, stream, arms, mask):
         return one_round.prepare(policy, params, state, stream, arms, mask)
 
-    def act(params, state, stream, contexts, mask, t):  # one float64 vector, so one transfer to the host
-        arm, info = one_round.act(policy, params, state, stream, contexts, mask, t)
-        return jnp.stack([arm.astype(jnp.float64), *(v.astype(jnp.float64) for v in info)])
+    def act(params, state, stream, contexts, mask, t):  # one float64 vector, so one transfer to the host: the
+        arm, info = one_round.act(policy, params, state, stream, contexts, mask, t)  # arm, ActInfo, healthy
+        return jnp.stack([arm.astype(jnp.float64), *(v.astype(jnp.float64) for v in info),
+                          healthy(state).astype(jnp.float64)])
 
     def update(params, state, stream, contexts, arm, reward, bound, t):
         return one_round.update(policy, params, state, stream, contexts, arm, Feedback(reward, bound), t)
@@ -184,14 +196,8 @@ class Agent:
 
     def __init__(self, policy: str, d: int, k: int, horizon: int, seed: int = 0, *, estimate_draws: int = 1000,
                  numpy_round: bool = True, **hyperparameters: Any):
-        for name, value, low in (("d", d, 1), ("k", k, 1), ("horizon", horizon, 1), ("seed", seed, 0),
-                                 ("estimate_draws", estimate_draws, 0)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"Agent: field {name!r} must be an integer >= {low}, got {value!r}")
-        if not isinstance(numpy_round, bool):
-            raise ConfigError(f"Agent: field 'numpy_round' must be true or false, got {numpy_round!r}")
-        if seed > 2**32 - 1:
-            raise ConfigError(f"Agent: field 'seed' must be an integer in [0, 2**32 - 1], got {seed!r}")
+        _check_fields("Agent", d=d, k=k, horizon=horizon, seed=seed, estimate_draws=estimate_draws,
+                      numpy_round=numpy_round)
         spec, where = ProblemSpec(int(d), int(k), int(horizon)), f"Agent policy '{policy}'"
         config = check_policy_sizes(resolve_policy({"name": policy, **hyperparameters}, where), spec, where)
         self._setup(config, spec, int(seed), int(estimate_draws), numpy_round)
@@ -199,6 +205,8 @@ class Agent:
 
     def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool) -> None:
         self.config, self.spec, self.seed, self.estimate_draws = config, spec, seed, draws
+        check_memory(policy_memory(config, spec, 1), f"an agent of policy '{config['name']}' (d = {spec.d}, "
+                     f"k = {spec.k}, horizon = {spec.horizon})", "Agent")
         self.policy, params = build_policy(config, spec)
         self._params = to_dtype(params, self.policy.meta.dtype)
         self._keys = seed_keys(jnp.uint32(seed))
@@ -214,6 +222,8 @@ class Agent:
         self._t = 0
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
+        self._learnt_upto = 0  # the event id of the reward learnt last
+        self._host_ok = True  # whether the host round's state is finite (checked after each update)
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
         self._arms: np.ndarray | None = None  # round 1's arm set (``prepare``; fixed-arm policies)
@@ -266,23 +276,37 @@ class Agent:
         last, which is returned (as the arguments of ``update``) to be learnt in one dispatch with the next
         decision."""
         last = self._owed.pop() if keep_last and self._owed and self._host is None else None
-        if self._host is not None:
-            for x, arm, reward, _, t in self._owed:
+        learnt = False
+        while self._owed:  # each reward leaves the queue once its update is applied: learnt once, even if a
+            if self._host is not None:  # later update raises
+                x, arm, reward, _, t = self._owed[0]
                 draws = None if self._update_draws is None else self._update_draws(t)
                 self._state = self._host.update(self._host_params, self._state, draws, x, arm, reward, t)
-        else:
-            for learn in self._owed:
-                self._state = self._programs.update(self._params, self._state, self._keys.policy_update, *learn)
-        self._owed = []
+            else:
+                self._state = self._programs.update(self._params, self._state, self._keys.policy_update,
+                                                    *self._owed[0])
+            self._learnt_upto = self._owed.pop(0)[-1]
+            learnt = True
+        if learnt and self._host is not None:
+            self._host_ok = _finite(self._state)
         return last
+
+    def _check_health(self, ok: bool) -> None:
+        """Refuse to decide with a state that is no longer finite (:class:`PolicyDiverged`)."""
+        if not ok:
+            raise PolicyDiverged(f"policy '{self.policy.meta.name}': its state is no longer finite after learning "
+                                 f"the rewards up to event {self._learnt_upto} (a training that diverged: lower "
+                                 "the learning rate, or standardise the features); this agent makes no more "
+                                 "decisions")
 
     def _check_round(self, contexts: Any, mask: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         k, d = self.spec.k, self.spec.d
         x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
         if x.shape != (k, d):
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
-        if not np.isfinite(x).all():
-            raise ValueError(f"{where}: contexts must be finite (found NaN or infinity)")
+        if not np.isfinite(x).all() or np.abs(x).max() > MAX_MAGNITUDE:
+            raise ValueError(f"{where}: contexts must be finite numbers of magnitude at most {MAX_MAGNITUDE:g} "
+                             f"(found {np.abs(x).max():g}); standardise the features")
         m = self._all_arms if mask is None else np.asarray(mask)
         if m.shape != (k,) or m.dtype != bool:
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
@@ -331,11 +355,14 @@ class Agent:
         else:
             self._state, out = self._programs.update_act(self._params, self._state, (self._keys.policy_update,
                                                          self._keys.policy_act), learn, x, m, t)
-        arm, score, bonus, p = np.asarray(out).tolist()
+            self._learnt_upto = learn[-1]
+        arm, score, bonus, p, ok = np.asarray(out).tolist()
+        self._check_health(ok)
         return int(arm), score, bonus, p
 
     def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float]:
         """(arm, score, bonus, probability) of round ``t`` by the host round."""
+        self._check_health(self._host_ok)
         draws = None if self._act_draws is None else self._act_draws(t)
         arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x,
                                               None if m is self._all_arms else m, t)
@@ -375,8 +402,9 @@ class Agent:
         else:
             rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss,
                                                        ts)).tolist()
+            self._check_health(all(row[4] for row in rows))
         out = []
-        for i, (t, (arm, score, bonus, p)) in enumerate(zip(ts.tolist(), rows)):
+        for i, (t, (arm, score, bonus, p, *_)) in enumerate(zip(ts.tolist(), rows)):
             p, method = self._probability(p, xs[i], mss[i], t, int(arm))
             out.append(Decision(t, int(arm), p, method, score, bonus))
         self._t = int(ts[-1])
@@ -422,13 +450,15 @@ class Agent:
                                          "events)")
                 raise UnknownEvent(f"reward: event {e} was never issued (this agent has issued 1..{self._t})")
             seen.add(e)
-            if not isinstance(v, (int, float, np.number)) or not math.isfinite(v):
-                raise ValueError(f"reward: value of event {e} must be a finite number, got {v!r}")
+            if not isinstance(v, (int, float, np.number)) or not abs(v) <= MAX_MAGNITUDE:
+                raise ValueError(f"reward: value of event {e} must be a finite number of magnitude at most "
+                                 f"{MAX_MAGNITUDE:g}, got {v!r}")
             if not low <= v <= high:
                 raise ValueError(f"reward: value of event {e} is {v}, outside [{low}, {high}], the rewards policy "
                                  f"'{self.policy.meta.name}' models")
-            if b is not None and not (math.isfinite(b) and b >= 0):
-                raise ValueError(f"reward: variance_bound of event {e} must be a finite number >= 0, got {b!r}")
+            if b is not None and not 0 <= b <= MAX_MAGNITUDE:
+                raise ValueError(f"reward: variance_bound of event {e} must be a number in [0, {MAX_MAGNITUDE:g}], "
+                                 f"got {b!r}")
         for e, v, b in zip(ids, values, bounds):
             x, arm = self._pending.pop(int(e))
             self._owed.append((x, arm, np.float64(v), None if b is None else np.float64(b), int(e)))
@@ -448,7 +478,7 @@ class Agent:
         header = {"format": FORMAT, "version": VERSION, "policy": _jsonable(self.config), "d": self.spec.d,
                   "k": self.spec.k, "horizon": self.spec.horizon, "seed": self.seed,
                   "estimate_draws": self.estimate_draws, "numpy_round": self.numpy_round, "rounds": self._t,
-                  "rewarded": self._rewarded, "meta": dict(meta or {}),
+                  "rewarded": self._rewarded, "learnt_upto": self._learnt_upto, "meta": dict(meta or {}),
                   "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
         return write_npz(path, arrays)
@@ -458,14 +488,7 @@ class Agent:
         """The agent saved at ``path``; ``ValueError`` naming the problem for a file that is missing,
         truncated, not a saved agent, of another format version, or whose state does not fit the policy."""
         path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
-        except FileNotFoundError:
-            raise ValueError(f"Agent.load: no file {path}") from None
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
-            raise ValueError(f"Agent.load: {path} is not a readable saved agent (truncated or another kind of "
-                             f"file: {e})") from None
+        arrays = _read_npz(path)
         try:
             header = json.loads(arrays.pop("header").tobytes().decode())
             fmt, version = header.get("format"), header.get("version")
@@ -477,28 +500,104 @@ class Agent:
         if version != VERSION:
             raise ValueError(f"Agent.load: {path} was written in saved-agent format version {version}; this nlbandit "
                              f"reads version {VERSION} only. Load it with the nlbandit version that saved it")
-        agent = cls.__new__(cls)
+        where = f"Agent.load: {path}: header"
+        fields = {name: header.get(name) for name in ("d", "k", "horizon", "seed", "estimate_draws", "numpy_round")}
         try:
-            spec = ProblemSpec(header["d"], header["k"], header["horizon"])
-            where = "Agent.load policy"
-            config = check_policy_sizes(resolve_policy(header["policy"], where), spec, where)
+            _check_fields(where, **fields)
+            spec = ProblemSpec(fields["d"], fields["k"], fields["horizon"])
+            config = check_policy_sizes(resolve_policy(header.get("policy"), "Agent.load policy"), spec,
+                                        "Agent.load policy")
+            agent = cls.__new__(cls)
+            agent._setup(config, spec, fields["seed"], fields["estimate_draws"], fields["numpy_round"])
         except ConfigError as e:
-            raise ValueError(f"Agent.load: {path}: the saved policy configuration no longer resolves: {e}") from None
-        agent._setup(config, spec, header["seed"],
-                     header["estimate_draws"], header.get("numpy_round", True))
+            raise ValueError(f"Agent.load: {path}: the saved configuration does not resolve: {e}") from None
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
         shapes = jax.tree.leaves(template)
-        saved = [arrays.get(f"state_{i}") for i in range(header["state_leaves"])]
+        leaves = header.get("state_leaves")
+        saved = [arrays.get(f"state_{i}") for i in range(leaves)] if isinstance(leaves, int) else []
         if len(saved) != len(shapes) or not all(a is not None and _fits(a, s) for a, s in zip(saved, shapes)):
             raise ValueError(f"Agent.load: {path}: the saved state does not match the state policy "
                              f"'{config['name']}' has in this nlbandit version (saved by an incompatible version)")
+        if not _finite(saved):
+            raise ValueError(f"Agent.load: {path}: the saved state holds NaN or infinite values")
+        rounds, rewarded, pending = _events(header, path, spec, arrays.get("pending_contexts"),
+                                            arrays.get("first_arms"))
         agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
                                                             [_restore(a, s) for a, s in zip(saved, shapes)]))
-        agent._t, agent._rewarded, agent.meta = header["rounds"], header["rewarded"], header["meta"]
+        agent._t, agent._rewarded, agent._pending = rounds, rewarded, pending
+        agent._learnt_upto, agent.meta = header.get("learnt_upto", 0), header.get("meta", {})
+        if not isinstance(agent.meta, dict):
+            raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
         agent._arms = arrays.get("first_arms")
-        contexts = arrays.get("pending_contexts")
-        agent._pending = {e: (contexts[i], arm) for i, (e, arm) in enumerate(header["pending"])}
         return agent
+
+
+def _check_fields(where: str, **fields: Any) -> None:
+    """The agent's sizes, seed and options (the constructor's and a saved header's): ConfigError naming the field."""
+    for name, low in (("d", 1), ("k", 1), ("horizon", 1), ("seed", 0), ("estimate_draws", 0)):
+        value = fields[name]
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{where}: field {name!r} must be an integer >= {low}, got {value!r}")
+    if fields["seed"] > 2**32 - 1:
+        raise ConfigError(f"{where}: field 'seed' must be an integer in [0, 2**32 - 1], got {fields['seed']!r}")
+    if not isinstance(fields["numpy_round"], bool):
+        raise ConfigError(f"{where}: field 'numpy_round' must be true or false, got {fields['numpy_round']!r}")
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a saved agent's ``.npz`` file, each member's declared shape checked against the bytes it
+    holds before anything is allocated (a crafted header declaring a huge array is refused, not read)."""
+    if not path.exists():
+        raise ValueError(f"Agent.load: no file {path}")
+    if not path.is_file():
+        raise ValueError(f"Agent.load: {path} is not a regular file")
+    arrays = {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    shape, fortran, dtype = read(f)
+                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if dtype.hasobject or f.tell() + size != info.file_size:
+                        raise ValueError(f"member {info.filename!r} declares {size} bytes of {dtype} but holds "
+                                         f"{info.file_size - f.tell()}")
+                    arrays[info.filename.removesuffix(".npy")] = np.frombuffer(f.read(size), dtype).reshape(
+                        shape, order="F" if fortran else "C")
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, TypeError) as e:
+        raise ValueError(f"Agent.load: {path} is not a readable saved agent (truncated or another kind of file: "
+                         f"{e})") from None
+    return arrays
+
+
+def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, contexts: Any, first_arms: Any) -> tuple:
+    """(rounds, rewarded, pending) of a saved header, checked: every decision is rewarded or pending, pending
+    events are distinct decisions with an arm among k, and their contexts are finite (k, d) arrays."""
+    rounds, rewarded, pending = header.get("rounds"), header.get("rewarded"), header.get("pending")
+
+    def integer(v, low, high):
+        return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+    if not (integer(rounds, 0, 2**62) and integer(rewarded, 0, rounds) and isinstance(pending, list)
+            and all(isinstance(p, list) and len(p) == 2 and integer(p[0], 1, rounds) and integer(p[1], 0, spec.k - 1)
+                    for p in pending)
+            and len({p[0] for p in pending}) == len(pending) == rounds - rewarded):
+        raise ValueError(f"Agent.load: {path}: the header's rounds, rewarded and pending events are inconsistent "
+                         "(every decision 1..rounds must be rewarded or pending once, with an arm in 0..k-1)")
+    shapes = {"pending_contexts": (contexts, (len(pending), spec.k, spec.d)), "first_arms": (first_arms,
+                                                                                             (spec.k, spec.d))}
+    for name, (a, shape) in shapes.items():
+        if a is None and (name == "first_arms" or not pending):
+            continue
+        if a is None or a.shape != shape or a.dtype != np.float64 or not np.isfinite(a).all():
+            raise ValueError(f"Agent.load: {path}: array {name!r} must be finite float64 of shape {shape}")
+    return rounds, rewarded, {e: (contexts[i], arm) for i, (e, arm) in enumerate(pending)}
+
+
+def _finite(tree: Any) -> bool:
+    """Whether every floating leaf of a host state is finite."""
+    return all(np.isfinite(a).all() for a in jax.tree.leaves(tree) if np.issubdtype(np.asarray(a).dtype, np.floating))
 
 
 def _draw_blocks(draws: Any, stream: jax.Array) -> DrawBlocks | None:

@@ -40,6 +40,8 @@ def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
 def resolve_policy(config: dict[str, Any], where: str = "policy", entry: PolicyEntry | None = None) -> dict[str, Any]:
     """Validate ``{"name": ..., **hyperparameters}``; return it with defaults filled in (``entry``: an entry
     that is not registered, e.g. one :func:`nlbandit.testing.check_policy` checks)."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: expected a table {{name = ..., <hyperparameter> = ...}}, got {config!r}")
     entry = policy_entry(config.get("name"), where) if entry is None else entry
     values = resolve_named(entry, config, where)
     try:
