@@ -7,10 +7,12 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -21,10 +23,11 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.service.app import Service, agent_config, create_app  # noqa: E402
-from nlbandit.service.journal import Journal, read_records  # noqa: E402
+from nlbandit.service.journal import MAGIC, Journal, JournalDamaged, read_journal  # noqa: E402
 
 D, K = 3, 4
 CONFIG = agent_config("lin-ucb", D, K, 1000, seed=5)
+OWNER = "0123456789abcdef0123456789abcdef"
 
 
 def _contexts(i: int) -> list[list[float]]:
@@ -63,7 +66,15 @@ BAD = [
     ("/decide", json.dumps([1, 2]).encode(), 400, "JSON object with field 'contexts'"),
     ("/decide", json.dumps({"contexts": [[1.0] * (D + 1)] * K}).encode(), 400, r"shape (k, d) = (4, 3)"),
     ("/decide", b'{"contexts": [[1, 2, 3], [1, 2]]}', 400, "nested list of numbers"),
-    ("/decide", b'{"contexts": [[NaN, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]}', 400, "finite"),
+    ("/decide", b'{"contexts": [[NaN, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]}', 400, "NaN is not a JSON number"),
+    ("/decide", b'{"contexts": [[1e400, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]}', 400, "magnitude at most"),
+    ("/decide", b'{"contexts": [[1' + b"0" * 400 + b', 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]}', 400,
+     "magnitude at most"),
+    ("/decide", json.dumps({"contexts": [[1e150] + [1.0] * (D - 1)] + [[1.0] * D] * (K - 1)}).encode(), 400,
+     "magnitude at most"),
+    ("/decide", b'{"contexts": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", 400, "nested too deeply"),
+    ("/decide", json.dumps({"contexts": [["1", "2", "3"]] * K}).encode(), 400, "nested list of numbers"),
+    ("/decide", json.dumps({"contexts": [[True, 1.0, 1.0]] * K}).encode(), 400, "nested list of numbers"),
     ("/decide", json.dumps({"contexts": [["a"] * D] * K}).encode(), 400, "nested list of numbers"),
     ("/decide", json.dumps({"contexts": [[1.0] * D] * K, "mask": [1, 0, 1, 1]}).encode(), 400, "true/false"),
     ("/decide", json.dumps({"contexts": [[1.0] * D] * K, "mask": [False] * K}).encode(), 400, "offers no arm"),
@@ -71,7 +82,12 @@ BAD = [
     ("/decide_batch", json.dumps({"contexts": [[1.0] * D] * K}).encode(), 400, "3 levels"),
     ("/reward", json.dumps({"event_id": 99, "value": 1.0}).encode(), 404, "never issued"),
     ("/reward", json.dumps({"event_id": "1", "value": 1.0}).encode(), 400, "'event_id' must be an integer"),
-    ("/reward", json.dumps({"event_id": 1, "value": "high"}).encode(), 400, "'value' must be a finite number"),
+    ("/reward", json.dumps({"event_id": 1, "value": "high"}).encode(), 400, "'value' must be a number"),
+    ("/reward", json.dumps({"event_id": 1, "value": "1"}).encode(), 400, "'value' must be a number"),
+    ("/reward", json.dumps({"event_id": 1, "value": True}).encode(), 400, "'value' must be a number"),
+    ("/reward", json.dumps({"event_id": 1, "value": 1e300}).encode(), 400, "magnitude at most 1e+06"),
+    ("/reward", json.dumps({"event_id": 1.0, "value": 1.0}).encode(), 400, "'event_id' must be an integer"),
+    ("/reward", b'{"event_id": 1' + b"0" * 400 + b', "value": 1.0}', 400, "'event_id' must be an integer"),
     ("/reward", json.dumps({"rewards": []}).encode(), 400, "non-empty list"),
     ("/reward", json.dumps({"rewards": [{"event_id": 1, "value": 1.0}, {"event_id": 1, "value": 1.0}]}).encode(),
      409, "already rewarded"),
@@ -104,26 +120,64 @@ def test_a_failed_journal_write_stops_the_service(client, service, monkeypatch):
     assert client.get("/health").json()["status"].startswith("failed: ")
 
 
-def test_journal_drops_a_cut_short_tail(tmp_path):
-    path = tmp_path / "j.log"
-    journal, records = Journal.open(path)
-    for i in range(3):
+def _journal(path, n=3):
+    journal, _ = Journal.open(path, OWNER)
+    for i in range(n):
         journal.append({"op": "reward", "i": i})
     journal.close()
-    size = path.stat().st_size
-    with open(path, "ab") as f:
-        f.write(b"\x10\x00\x00\x00garbage")  # a frame header and part of a payload: a crash mid-write
-    assert [r["i"] for r in read_records(path)[0]] == [0, 1, 2]
-    journal, records = Journal.open(path)
-    assert len(records) == 3 and path.stat().st_size == size
+    return path.read_bytes()
+
+
+def _frame(payload: bytes) -> bytes:
+    head = struct.pack("<II", len(payload), zlib.crc32(payload))
+    return head + struct.pack("<I", zlib.crc32(head)) + payload
+
+
+TORN = {  # what a crash in the middle of an append leaves after the complete records
+    "header cut short": lambda: _frame(b'{"op":"reward","i":3}')[:7],
+    "payload cut short": lambda: _frame(b'{"op":"reward","i":3}')[:20],
+    "payload not yet written": lambda: _frame(b'{"op":"reward","i":3}')[:12] + b"\x00" * 21,
+}
+
+
+@pytest.mark.parametrize("torn", TORN)
+def test_journal_cuts_off_a_torn_final_record_and_says_so(tmp_path, torn):
+    path = tmp_path / "j.log"
+    good = _journal(path)
+    path.write_bytes(good + TORN[torn]())
+    contents = read_journal(path, OWNER)
+    assert [r["i"] for r in contents.records] == [0, 1, 2] and contents.end == len(good) and contents.torn
+    journal, contents = Journal.open(path, OWNER)
     journal.close()
+    assert path.read_bytes() == good and contents.torn
+
+
+DAMAGE = {  # (what is done to a good journal of 3 records, the message)
+    "a flipped payload byte": (lambda b: b[:70] + bytes([b[70] ^ 1]) + b[71:], "fails its checksum"),
+    "a flipped length byte": (lambda b: b[:len(MAGIC) + 33] + bytes([b[len(MAGIC) + 33] ^ 4]) + b[len(MAGIC) + 34:],
+                              "frame header that fails its checksum"),
+    "a flipped byte in the last record": (lambda b: b[:-3] + bytes([b[-3] ^ 1]) + b[-2:], "fails its checksum"),
+    "garbage": (lambda b: bytes(range(256)) * 4, "not an nlbandit journal"),
+    "another folder's journal": (lambda b: b.replace(OWNER.encode(), b"f" * 32), "another state folder"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_journal_refuses_damage_and_leaves_the_file_as_it_was(tmp_path, damage):
+    path = tmp_path / "j.log"
+    change, message = DAMAGE[damage]
+    damaged = change(_journal(path))
+    path.write_bytes(damaged)
+    with pytest.raises(JournalDamaged, match=message):
+        Journal.open(path, OWNER)
+    assert path.read_bytes() == damaged
 
 
 def test_journal_group_commit_under_concurrent_writers_terminates(tmp_path):
     # Many writers sharing syncs: each returns from durable() only once its record is synced, and all finish.
     import asyncio
 
-    journal, _ = Journal.open(tmp_path / "j.log")
+    journal, _ = Journal.open(tmp_path / "j.log", OWNER)
     done, covered = [], []
 
     async def writer(w):
@@ -144,7 +198,7 @@ def test_journal_group_commit_under_concurrent_writers_terminates(tmp_path):
     assert not thread.is_alive(), "the writers did not finish within 60 s (a waiter spinning on a finished sync?)"
     assert sorted(done) == list(range(16)) and all(covered)
     journal.close()
-    assert len(read_records(tmp_path / "j.log")[0]) == 16 * 100
+    assert len(read_journal(tmp_path / "j.log", OWNER).records) == 16 * 100
 
 
 def test_journal_waiter_arriving_after_a_sync_finished_starts_another(tmp_path):
@@ -153,7 +207,7 @@ def test_journal_waiter_arriving_after_a_sync_finished_starts_another(tmp_path):
     # forever; the service stopped answering under 8 concurrent clients. Here the window is set up directly.
     import asyncio
 
-    journal, _ = Journal.open(tmp_path / "j.log")
+    journal, _ = Journal.open(tmp_path / "j.log", OWNER)
 
     async def in_the_window():
         finished = asyncio.get_running_loop().create_future()
@@ -177,12 +231,13 @@ def test_recovery_rebuilds_the_state_and_refuses_another_config(tmp_path):
             e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
             if i % 3:
                 c.post("/reward", json={"event_id": e, "value": float(i % 2)})
-    # abandoned without closing, as a crash would leave it; a snapshot exists and later records follow it
+    # a snapshot exists and later records follow it
     assert (folder / "snapshot.npz").exists() and service.agent.meta == {}
     reopened = Service.open(folder)
     for a, b in zip(service.agent.state, reopened.agent.state):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     assert (reopened.agent.rounds, reopened.agent.pending) == (11, service.agent.pending)
+    reopened.close()
     with pytest.raises(ConfigError, match="not .*use another folder"):
         Service.open(folder, agent_config("lin-ts", D, K, 1000))
     with pytest.raises(ConfigError, match="holds no agent"):
@@ -214,7 +269,9 @@ def _start(folder, port, *flags) -> subprocess.Popen:
 
 def test_kill_9_loses_and_repeats_no_reward(tmp_path):
     """100 rounds answered (decide + reward), a decide in flight when the process is killed with SIGKILL;
-    after a restart every answered reward is there once: the count matches and resending each gets 409."""
+    after a restart every answered reward is there once: the count matches and resending each gets 409. A
+    second server on the folder is refused; a journal damaged in the middle is refused and left as it was,
+    and once restored, every reward is there once again."""
     folder, port = tmp_path / "s", _free_port()
     proc = _start(folder, port, "--policy", "lin-ucb", "--d", str(D), "--k", str(K), "--horizon", "1000",
                   "--snapshot-every", "32")
@@ -237,6 +294,7 @@ def test_kill_9_loses_and_repeats_no_reward(tmp_path):
     in_flight.join()
     proc = _start(folder, port)
     try:
+        assert "held by another nlbandit service" in _refused(folder, _free_port())  # a second server: refused
         with httpx.Client(base_url=url, timeout=10) as c:
             health = c.get("/health").json()
             assert health["rewarded"] == len(answered) == 100 and health["rounds"] in (100, 101)
@@ -246,6 +304,30 @@ def test_kill_9_loses_and_repeats_no_reward(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
+    journal = folder / "journal.log"
+    good = journal.read_bytes()
+    journal.write_bytes(good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 1]) + good[len(good) // 2 + 1:])
+    damaged = journal.read_bytes()
+    assert "is damaged" in _refused(folder, port) and journal.read_bytes() == damaged  # refused, left as it was
+    journal.write_bytes(good)  # restored from a backup: every reward is there, once
+    proc = _start(folder, port)
+    try:
+        with httpx.Client(base_url=url, timeout=10) as c:
+            assert c.get("/health").json()["rewarded"] == 100
+            assert {c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in answered} == {409}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def _refused(folder, port) -> str:
+    """The output of ``nlbandit serve`` on ``folder``, which must exit with an error (within 120 s)."""
+    code = "import sys; from nlbandit.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "serve", str(folder), "--port", str(port)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stdout
+    return done.stdout + done.stderr
 
 
 def _ignore(fn) -> None:
@@ -253,3 +335,82 @@ def _ignore(fn) -> None:
         fn()
     except httpx.TransportError:
         pass
+
+
+def test_a_second_service_on_the_folder_is_refused_until_the_first_closes(tmp_path):
+    first = Service.open(tmp_path / "s", CONFIG)
+    with pytest.raises(ConfigError, match=rf"held by another nlbandit service \(pid {os.getpid()}\)"):
+        Service.open(tmp_path / "s")
+    first.close()
+    Service.open(tmp_path / "s").close()
+
+
+def test_a_refused_new_folder_is_not_left_behind(tmp_path):
+    with pytest.raises(ConfigError):
+        Service.open(tmp_path / "new", agent_config("lin-ucb", 0, K, 1000))
+    assert not (tmp_path / "new").exists()
+
+
+def _played(folder, rounds=12, snapshot_every=5):
+    """A service that played ``rounds`` decide + reward rounds (and was shut down)."""
+    service = Service.open(folder, CONFIG, snapshot_every=snapshot_every)
+    with TestClient(create_app(service)) as c:
+        for i in range(rounds):
+            e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
+            assert c.post("/reward", json={"event_id": e, "value": float(i % 2)}).status_code == 200
+    return service
+
+
+def test_damage_covered_by_the_snapshot_is_refused_before_anything_is_cut(tmp_path):
+    folder = tmp_path / "s"
+    _played(folder)
+    journal = folder / "journal.log"
+    data = journal.read_bytes()
+    damaged = data[:100] + bytes([data[100] ^ 1]) + data[101:]  # inside the records the snapshot covers
+    journal.write_bytes(damaged)
+    with pytest.raises(JournalDamaged, match="is damaged"):
+        Service.open(folder)
+    assert journal.read_bytes() == damaged  # the file was not truncated (it once lost 7,251 -> 2,172 bytes)
+    journal.write_bytes(data)
+    assert Service.open(folder).agent.rewarded == 12
+
+
+def test_a_snapshot_or_journal_from_another_folder_is_refused(tmp_path):
+    _played(tmp_path / "a")
+    other = agent_config("lin-ucb", D, K, 1000, seed=5)
+    _played_b = Service.open(tmp_path / "b", other)
+    _played_b.close()
+    (tmp_path / "b" / "snapshot.npz").write_bytes((tmp_path / "a" / "snapshot.npz").read_bytes())
+    with pytest.raises(ConfigError, match="snapshot.npz was written by another state folder"):
+        Service.open(tmp_path / "b")
+    (tmp_path / "b" / "snapshot.npz").unlink()
+    (tmp_path / "b" / "journal.log").write_bytes((tmp_path / "a" / "journal.log").read_bytes())
+    with pytest.raises(JournalDamaged, match="another state folder"):
+        Service.open(tmp_path / "b")
+
+
+def test_a_failed_snapshot_answers_the_durable_request_and_is_reported(client, service, monkeypatch):
+    """The request's record is synced before the snapshot is tried: it is answered 200 (a 503 made clients
+    resend a request that had counted), and /health says the snapshot failed."""
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(service.agent, "save", disk_full)
+    for i in range(5):  # snapshot_every = 5: the fifth record is due a snapshot
+        assert client.post("/decide", json={"contexts": _contexts(i)}).status_code == 200
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and "No space left" in health["snapshot_error"]
+    monkeypatch.undo()
+    assert client.post("/decide", json={"contexts": _contexts(5)}).status_code == 200
+    assert client.get("/health").json()["snapshot_error"] is None
+
+
+def test_a_diverged_agent_answers_503(client, service, monkeypatch):
+    from nlbandit.agent import PolicyDiverged
+
+    def diverged(*args):
+        raise PolicyDiverged("policy 'lin-ucb': its state is no longer finite")
+
+    monkeypatch.setattr(service.agent, "decide", diverged)
+    r = client.post("/decide", json={"contexts": _contexts(0)})
+    assert r.status_code == 503 and "no longer finite" in r.json()["error"]

@@ -1,23 +1,32 @@
 """``nlbandit serve``: an :class:`~nlbandit.agent.Agent` behind an HTTP API, with durable state.
 
-State folder (one per service):
+State folder (one per service, held by one process at a time):
 
-* ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed), written when the folder
-  is created; a later start with another configuration is refused;
+* ``lock``: locked (``flock``) by the service holding the folder, with its pid; a second service on the
+  folder is refused at start-up, and the lock goes with the process that held it (also after ``kill -9``);
+* ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed) and the folder's random
+  id, written when the folder is created; a later start with another configuration is refused;
 * ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
   ``decide_batch`` and ``reward``, in the order the agent applied them; a request is answered only after its
   record is on disk;
 * ``snapshot.npz``: the agent saved (:meth:`~nlbandit.agent.Agent.save`, atomic) every ``snapshot_every``
-  journal records, with the number of records it includes.
+  journal records, with the number of records it includes and the folder's id (a snapshot or journal copied
+  from another folder is refused).
 
-Start-up loads the snapshot and replays the journal's later records through the agent. The agent is
+Start-up checks the whole journal and the snapshot before it changes anything: damage to the journal other
+than a torn final record, a snapshot that covers more records than the journal holds, or files of another
+folder stop it with a message, the files left as they were; a torn final record (a write the crash cut
+short, never acknowledged) is cut off, and said so (:attr:`Service.recovered`). It then loads the snapshot
+and replays the journal's later records through the agent. The agent is
 deterministic given its calls, so the replay rebuilds the state the service had; a replayed decision
 must choose the arm the journal recorded, else start-up stops with an error. After ``kill -9`` no accepted
 reward is lost (its record was synced before the reply) and none is applied twice (a client that resends it
 gets 409, the event having been learnt). A request cut short by the crash was never answered; if its record
 reached the file it is replayed, so a resent reward gets 409 and tells the client it counted.
 
-API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input):
+API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input; numbers are
+JSON numbers (no strings, booleans, NaN or infinities), within the agent's bounds
+(:data:`~nlbandit.agent.MAX_MAGNITUDE`); an agent whose state diverged answers 503):
 
 * ``POST /decide`` ``{"contexts": [[...] × d] × K, "mask": [bool × K]?}`` → ``{"event_id", "arm",
   "probability", "method", "score", "bonus"}``;
@@ -25,7 +34,9 @@ API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 5
 * ``POST /reward`` ``{"event_id", "value", "variance_bound"?}`` or ``{"rewards": [{"event_id", "value",
   "variance_bound"?}, ...]}`` (all or nothing) → ``{"accepted": n}``; 404 for an event never issued, 409 for
   one already rewarded;
-* ``GET /health`` → status, policy, rounds, rewards learnt, pending events;
+* ``GET /health`` → status, policy, rounds, rewards learnt, pending events, what start-up recovered, and the
+  last snapshot failure (a failed snapshot costs nothing but time at the next start: the journal holds every
+  record, and the request that triggered it is answered as usual);
 * ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles.
 
 Requests are served one at a time by the agent (it runs on the event loop between awaits), while their
@@ -35,19 +46,22 @@ journal syncs overlap (group commit).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
 import time
+import uuid
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nlbandit.agent import Agent, RepeatedReward, UnknownEvent
+from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward, UnknownEvent
+from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
-from nlbandit.service.journal import Journal, decode_array, encode_array
+from nlbandit.service.journal import Journal, decode_array, encode_array, read_journal
 
 MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
@@ -69,10 +83,13 @@ def agent_config(policy: str, d: int, k: int, horizon: int, seed: int = 0, **hyp
 class Service:
     """An agent, its journal and its snapshots in a state folder (module docstring); :meth:`open` builds one."""
 
-    def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int):
+    def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int, lock: int, folder_id: str,
+                 recovered: str):
         self.folder, self.agent, self.journal, self.snapshot_every = folder, agent, journal, snapshot_every
+        self._lock, self.folder_id, self.recovered = lock, folder_id, recovered
         self._snapshot_at = agent.meta.get("journal_records", 0)
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
+        self.snapshot_error: str | None = None  # why the last snapshot failed (None after one that succeeded)
         self.counts: Counter = Counter()
         self.latency: deque = deque(maxlen=10_000)  # seconds of the last decide requests (agent + sync)
 
@@ -81,38 +98,67 @@ class Service:
              snapshot_every: int = 1000) -> "Service":
         """The service of ``folder``: created with ``config`` (:func:`agent_config`) when the folder holds
         none, else recovered from its snapshot and journal (``config``, if given, must equal the stored one).
+        The folder stays locked until :meth:`close` (or the process ends).
 
         Raises:
-          ConfigError: no configuration for a new folder, a configuration that differs from the stored one,
-            an invalid one, or a journal whose replay does not reproduce its decisions.
+          ConfigError: another service holds the folder; no configuration for a new folder, a configuration
+            that differs from the stored one, or an invalid one; a damaged journal
+            (:class:`~nlbandit.service.journal.JournalDamaged`), a snapshot of another folder or beyond the
+            journal, or a journal whose replay does not reproduce its decisions. Nothing in the folder is
+            changed then (a folder created by this call is removed).
         """
         folder = Path(folder)
-        if not isinstance(snapshot_every, int) or snapshot_every < 1:
+        if not isinstance(snapshot_every, int) or isinstance(snapshot_every, bool) or snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be an integer >= 1, got {snapshot_every!r}")
+        created = not folder.exists()
+        if not created and not folder.is_dir():
+            raise ConfigError(f"{folder} is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = _lock(folder)
+        try:
+            return cls._recover(folder, config, snapshot_every, lock)
+        except BaseException:
+            os.close(lock)
+            if created:
+                (folder / "lock").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+
+    @classmethod
+    def _recover(cls, folder: Path, config: dict[str, Any] | None, snapshot_every: int, lock: int) -> "Service":
         stored = folder / "agent.json"
         if stored.exists():
             saved = json.loads(stored.read_text())
+            folder_id = saved.pop("folder_id", None)
+            if not isinstance(folder_id, str):
+                raise ConfigError(f"{stored} has no folder id: it was written by an earlier nlbandit, whose journal "
+                                  "format this version does not read; start a new folder")
             if config is not None and config != saved:
                 raise ConfigError(f"{folder} holds an agent configured as {saved}, not {config}; use another folder")
             config = saved
         elif config is None:
             raise ConfigError(f"{folder} holds no agent: give its policy, d, k and horizon to create one")
-        _warm_up(config)  # also checks the configuration before it is stored
-        if not stored.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = stored.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(config, indent=1))
-            os.replace(tmp, stored)
-        snapshot = folder / "snapshot.npz"
-        agent = Agent.load(snapshot) if snapshot.exists() else _new_agent(config)
-        journal, records = Journal.open(folder / "journal.log")
+        else:
+            folder_id = uuid.uuid4().hex
+        fresh = _warm_up(config)  # also checks the configuration before it is stored
+        journal_path, snapshot_path = folder / "journal.log", folder / "snapshot.npz"
+        contents = read_journal(journal_path, folder_id)  # checked whole before anything is written
+        agent = _load_snapshot(snapshot_path, folder_id, fresh) if snapshot_path.exists() else fresh
         start = agent.meta.get("journal_records", 0)
-        if start > len(records):
+        if start > len(contents.records):
             raise ConfigError(f"{folder}: the snapshot includes {start} journal records but the journal holds "
-                              f"{len(records)}; the journal was truncated or replaced")
-        for i, record in enumerate(records[start:], start + 1):
+                              f"{len(contents.records)}; the journal was truncated or replaced. Nothing was changed")
+        for i, record in enumerate(contents.records[start:], start + 1):
             _replay(agent, record, i)
-        return cls(folder, agent, journal, snapshot_every)
+        if not stored.exists():
+            write_bytes(stored, json.dumps({**config, "folder_id": folder_id}, indent=1).encode())
+        journal, contents = Journal.open(journal_path, folder_id)
+        recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({len(contents.records)} journal "
+                     f"records, {start} of them in the snapshot)")
+        if contents.torn:
+            recovered += f"; cut off the journal's torn final record, never acknowledged: {contents.torn}"
+        return cls(folder, agent, journal, snapshot_every, lock, folder_id, recovered)
 
     def decide(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
@@ -169,6 +215,8 @@ class Service:
             raise RequestError(404, str(e)) from None
         except RepeatedReward as e:
             raise RequestError(409, str(e)) from None
+        except PolicyDiverged as e:
+            raise RequestError(503, str(e)) from None
         except (ValueError, TypeError) as e:
             raise RequestError(400, str(e)) from None
 
@@ -179,22 +227,37 @@ class Service:
             self.agent.learn()
 
     async def durable(self) -> None:
-        """Wait until every journal record so far is on disk, then take a snapshot if one is due."""
+        """Wait until every journal record so far is on disk, then take a snapshot if one is due (a failed
+        snapshot does not fail the request, which is durable already: :meth:`snapshot`)."""
         await self.journal.durable()
         if self.journal.records - self._snapshot_at >= self.snapshot_every:
             self.snapshot()
 
-    def snapshot(self) -> None:
-        """Save the agent with the number of journal records it includes (after syncing those records)."""
-        self.journal.sync()
-        self.agent.save(self.folder / "snapshot.npz", meta={"journal_records": self.journal.records})
-        self._snapshot_at = self.journal.records
+    def snapshot(self) -> bool:
+        """Save the agent with the number of journal records it includes (after syncing those records) and the
+        folder's id; return whether it was saved. A failure is kept in :attr:`snapshot_error` (shown by
+        ``/health``) and tried again at the next due record; a failing journal sync stops the service."""
+        try:
+            self.journal.sync()
+        except OSError as e:
+            self.failed = f"a journal sync failed ({e}); restart the service"
+            return False
+        try:
+            self.agent.save(self.folder / "snapshot.npz", meta={"journal_records": self.journal.records,
+                                                                "folder": self.folder_id})
+        except Exception as e:  # noqa: BLE001 -- the journal holds every record: a snapshot only saves start-up time
+            self.snapshot_error = f"the snapshot at journal record {self.journal.records} failed: {e}"
+            self.counts["snapshot failed"] += 1
+            return False
+        self._snapshot_at, self.snapshot_error = self.journal.records, None
+        return True
 
     def health(self) -> dict[str, Any]:
         """The agent's status."""
         a = self.agent
         return {"status": "failed: " + self.failed if self.failed else "ok", "policy": a.config["name"], "d": a.spec.d,
-                "k": a.spec.k, "rounds": a.rounds, "rewarded": a.rewarded, "pending": len(a.pending)}
+                "k": a.spec.k, "rounds": a.rounds, "rewarded": a.rewarded, "pending": len(a.pending),
+                "recovered": self.recovered, "snapshot_error": self.snapshot_error}
 
     def metrics(self) -> dict[str, Any]:
         """Request counts by kind and status, journal records, and decide latency percentiles (ms)."""
@@ -204,8 +267,9 @@ class Service:
                 "decide_latency_ms": {"n": int(lat.size), **pct}}
 
     def close(self) -> None:
-        """Sync the journal and close it."""
+        """Sync the journal, close it, and release the folder."""
         self.journal.close()
+        os.close(self._lock)
 
 
 def _new_agent(config: dict[str, Any]) -> Agent:
@@ -214,10 +278,40 @@ def _new_agent(config: dict[str, Any]) -> Agent:
                  **config["hyperparameters"])
 
 
-def _warm_up(config: dict[str, Any]) -> None:
+def _lock(folder: Path) -> int:
+    """Lock ``folder`` for this process (its ``lock`` file, ``flock``, holding the pid); the descriptor holds the
+    lock. ConfigError when another process (or another service of this one) holds it."""
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ConfigError(f"{folder} is held by another nlbandit service (pid {holder}): one service per state "
+                          "folder") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _load_snapshot(path: Path, folder_id: str, scratch: Agent) -> Agent:
+    """The agent saved in the folder's snapshot, which must be this folder's and of its configuration."""
+    try:
+        agent = Agent.load(path)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}; move it away to recover from the journal alone") from None
+    if agent.meta.get("folder") != folder_id:
+        raise ConfigError(f"{path} was written by another state folder (copied here?); move it away to recover "
+                          "from the journal alone")
+    if (agent.config, agent.spec, agent.seed) != (scratch.config, scratch.spec, scratch.seed):
+        raise ConfigError(f"{path} holds a {agent.config['name']} agent that is not the one agent.json configures")
+    return agent
+
+
+def _warm_up(config: dict[str, Any]) -> Agent:
     """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
-    agents of the same policy and shapes), so that the first request does not wait for compilation;
-    ConfigError if the configuration is invalid."""
+    agents of the same policy and shapes), so that the first request does not wait for compilation; return
+    a fresh agent of ``config``. ConfigError if the configuration is invalid."""
     scratch = _new_agent(config)
     x = np.zeros((config["k"], config["d"]))
     low, high = scratch.policy.meta.requires.reward_range or (0.0, 0.0)
@@ -227,7 +321,8 @@ def _warm_up(config: dict[str, Any]) -> None:
         try:
             scratch.reward(scratch.decide(x).event_id, value, bound)
         except ValueError:
-            return  # a policy that refuses the dummy round compiles on the first request instead
+            break  # a policy that refuses the dummy round compiles on the first request instead
+    return _new_agent(config)
 
 
 def _replay(agent: Agent, record: dict[str, Any], index: int) -> None:
@@ -258,22 +353,57 @@ def _decision_json(d) -> dict[str, Any]:
             "score": num(d.score), "bonus": num(d.bonus)}
 
 
+def parse_json(data: bytes) -> Any:
+    """A request body as JSON, strictly: no NaN or infinities, integers beyond 64 bits read as floats (so a
+    401-digit one is refused as a number too large, not an overflow), nesting within Python's limits.
+
+    Raises:
+      RequestError: 400, naming what is wrong.
+    """
+    def constant(name):
+        raise RequestError(400, f"the body is not valid JSON: {name} is not a JSON number")
+
+    def integer(text):
+        return int(text) if len(text) <= 19 else float(text)
+    try:
+        return json.loads(data, parse_constant=constant, parse_int=integer)
+    except (ValueError, UnicodeDecodeError) as e:
+        if isinstance(e, RequestError):
+            raise
+        raise RequestError(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise RequestError(400, "the body is not valid JSON: nested too deeply") from None
+
+
+def _numbers(value: Any, ndim: int) -> bool:
+    """Whether ``value`` is a list nested ``ndim`` deep whose leaves are JSON numbers (not booleans, not strings)."""
+    if ndim == 0:
+        return type(value) in (int, float)
+    return isinstance(value, list) and all(_numbers(v, ndim - 1) for v in value)
+
+
 def _array(body: Any, name: str, ndim: int) -> np.ndarray:
     if not isinstance(body, dict) or name not in body:
         raise RequestError(400, f"the request must be a JSON object with field {name!r}")
+    expected = f"field {name!r} must be a nested list of numbers ({ndim} levels, rectangular)"
+    if not _numbers(body[name], ndim):
+        raise RequestError(400, expected)
     try:
         a = np.asarray(body[name], np.float64)
-    except (TypeError, ValueError):
-        raise RequestError(400, f"field {name!r} must be a nested list of numbers ({ndim} levels)") from None
+    except (TypeError, ValueError, OverflowError):
+        raise RequestError(400, expected) from None
     if a.ndim != ndim:
-        raise RequestError(400, f"field {name!r} must be a nested list of numbers ({ndim} levels), got {a.ndim}")
+        raise RequestError(400, f"{expected}, got {a.ndim}")
     return a
 
 
 def _optional_mask(body: Any, name: str, ndim: int) -> np.ndarray | None:
     if body.get(name) is None:
         return None
-    m = np.asarray(body[name])
+    try:
+        m = np.asarray(body[name])
+    except ValueError:  # ragged
+        m = np.zeros(0)
     if m.dtype != bool or m.ndim != ndim:
         raise RequestError(400, f"field {name!r} must be a nested list of true/false ({ndim} levels)")
     return m
@@ -288,8 +418,9 @@ def _integer(r: dict, name: str, where: str) -> int:
 
 def _number(r: dict, name: str, where: str) -> float:
     v = r.get(name)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-        raise RequestError(400, f"field '{where}{name}' must be a finite number, got {v!r}")
+    if type(v) not in (int, float) or not abs(v) <= MAX_MAGNITUDE:
+        raise RequestError(400, f"field '{where}{name}' must be a number of magnitude at most {MAX_MAGNITUDE:g}, "
+                                f"got {v!r}")
     return float(v)
 
 
@@ -310,10 +441,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
             data += chunk
             if len(data) > max_body:
                 raise RequestError(413, f"request body larger than {max_body} bytes")
-        try:
-            return json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise RequestError(400, f"the body is not valid JSON: {e}") from None
+        return parse_json(bytes(data))
 
     def handler(method):
         async def handle(request: Request) -> JSONResponse:
@@ -364,9 +492,8 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = 
                           "'.[serve]' in a checkout)") from None
 
     service = Service.open(folder, config, snapshot_every)
-    print(f"nlbandit serve: {service.agent.config['name']} (d = {service.agent.spec.d}, k = {service.agent.spec.k}), "
-          f"{service.agent.rounds} decisions and {service.agent.rewarded} rewards recovered from {folder}; "
-          f"listening on http://{host}:{port}", flush=True)
+    print(f"nlbandit serve: {service.agent.config['name']} (d = {service.agent.spec.d}, k = {service.agent.spec.k}) "
+          f"from {folder}: recovered {service.recovered}; listening on http://{host}:{port}", flush=True)
     uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="warning")
 
 

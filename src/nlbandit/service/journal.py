@@ -1,14 +1,23 @@
 """The service's write-ahead journal: every accepted decision and reward, in the order the agent saw them.
 
-One append-only file of framed records: an 8-byte header (payload length and CRC-32, little-endian
-uint32 each) and a JSON payload. A record is written (``os.write`` on an ``O_APPEND`` descriptor) before the
-agent acts on it, and :meth:`Journal.durable` returns once ``fdatasync`` has covered it; the service replies
-only after that, so an event a client saw accepted is on disk. Concurrent requests share one sync (group
-commit): a sync started while others wait covers every record written before it started.
+One append-only file: a header line naming the format and the state folder that owns the journal
+(``nlbandit journal 2 <folder id>``), then framed records. A frame is a 12-byte header (payload length,
+CRC-32 of the payload, CRC-32 of those 8 bytes; little-endian uint32 each) and a JSON payload. A record is
+written (``os.write`` on an ``O_APPEND`` descriptor) before the agent acts on it, and :meth:`Journal.durable`
+returns once ``fdatasync`` has covered it; the service replies only after that, so an event a client saw
+accepted is on disk. Concurrent requests share one sync (group commit): a sync started while others wait
+covers every record written before it started.
 
-Reading (:func:`read_records`) stops at the first record that is incomplete or fails its checksum — the
-tail a crash cut short, which no client saw accepted — and :meth:`Journal.open` truncates the file there
-before appending again.
+Reading (:func:`read_journal`) tells a torn final record from damage:
+
+* a **torn final record** is what a crash in the middle of an append leaves, a write that was never synced,
+  so never acknowledged: a frame header cut short at the end of the file, a payload that runs past the end
+  of the file, or a final payload holding NUL bytes (a file extended but not yet written; JSON text has
+  none). :meth:`Journal.open` cuts it off and says so (:attr:`JournalContents.torn`);
+* anything else that does not read back is **damage** (a frame header or a payload failing its checksum, a
+  record that is not JSON, a file that is not a journal of this format or of this folder), and
+  :class:`JournalDamaged` refuses it before anything is written: the file is left as it was, for the
+  operator to inspect or restore.
 """
 
 from __future__ import annotations
@@ -20,11 +29,34 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-_HEADER = struct.Struct("<II")
+from nlbandit.atomic import write_bytes
+from nlbandit.core.hyper import ConfigError
+
+MAGIC = b"nlbandit journal 2 "
+"""The start of a journal's header line; the folder id and a newline follow."""
+_FRAME = struct.Struct("<III")
+
+
+class JournalDamaged(ConfigError):
+    """A journal that does not read back beyond a torn final record (module docstring)."""
+
+
+class JournalContents(NamedTuple):
+    """What :func:`read_journal` found.
+
+    Attributes:
+      records: the complete records, in order.
+      end: the byte length they span (with the header line).
+      torn: a description of the torn final record after ``end`` (None if the file ends at ``end``).
+    """
+
+    records: list[dict[str, Any]]
+    end: int
+    torn: str | None
 
 
 def encode_array(a: np.ndarray) -> dict[str, Any]:
@@ -38,20 +70,58 @@ def decode_array(value: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(value["data"]), np.dtype(value["dtype"])).reshape(value["shape"]).copy()
 
 
-def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The journal's complete records and the byte length they span (where a cut-short tail begins)."""
+def header_line(owner: str) -> bytes:
+    """The header line of the journal of the state folder whose id is ``owner``."""
+    return MAGIC + owner.encode() + b"\n"
+
+
+def read_journal(path: Path, owner: str) -> JournalContents:
+    """The records of the journal at ``path`` (none if it does not exist), which must belong to the folder
+    whose id is ``owner``.
+
+    Raises:
+      JournalDamaged: the file is not a journal of this format, belongs to another folder, or is damaged
+        before its final record (module docstring), with the offset and what was found there.
+    """
     if not path.exists():
-        return [], 0
-    data = path.read_bytes()
-    records, at = [], 0
-    while at + _HEADER.size <= len(data):
-        length, crc = _HEADER.unpack_from(data, at)
-        payload = data[at + _HEADER.size: at + _HEADER.size + length]
-        if len(payload) < length or zlib.crc32(payload) != crc:
-            break
-        records.append(json.loads(payload))
-        at += _HEADER.size + length
-    return records, at
+        return JournalContents([], 0, None)
+    data, header = path.read_bytes(), header_line(owner)
+    if len(data) < len(header) and header.startswith(data):
+        return JournalContents([], 0, f"a header line cut short ({len(data)} bytes)" if data else None)
+    if not data.startswith(header):
+        found = data[:len(header)].split(b"\n")[0]
+        what = (f"the journal of another state folder ({found[len(MAGIC):].decode(errors='replace')!r}), copied here?"
+                if data.startswith(MAGIC) else f"not an nlbandit journal of format 2 (it starts with {found[:40]!r})")
+        raise JournalDamaged(f"{path}: {what}; it is left as it is. Restore this folder's own journal, or move "
+                             "the file away to start the folder from its snapshot alone")
+    records, at = [], len(header)
+    while at < len(data):
+        if len(data) - at < _FRAME.size:
+            return JournalContents(records, at, f"a frame header cut short ({len(data) - at} bytes at offset {at})")
+        length, crc, header_crc = _FRAME.unpack_from(data, at)
+        if zlib.crc32(data[at:at + 8]) != header_crc:
+            _damaged(path, at, len(records), "a frame header that fails its checksum")
+        start, stop = at + _FRAME.size, at + _FRAME.size + length
+        if stop > len(data):
+            return JournalContents(records, at, f"a record of {length} bytes cut short at {len(data) - start} "
+                                                f"(offset {at})")
+        payload = data[start:stop]
+        if zlib.crc32(payload) != crc:
+            if stop == len(data) and b"\x00" in payload:
+                return JournalContents(records, at, f"a final record not yet written (NUL bytes, offset {at})")
+            _damaged(path, at, len(records), "a record that fails its checksum")
+        try:
+            records.append(json.loads(payload))
+        except ValueError:
+            _damaged(path, at, len(records), "a record that is not JSON")
+        at = stop
+    return JournalContents(records, at, None)
+
+
+def _damaged(path: Path, at: int, good: int, what: str) -> None:
+    raise JournalDamaged(f"{path} is damaged: {what} at byte {at}, after {good} good records, and more follows; "
+                         "a crash leaves at most a torn final record, so this is damage to acknowledged records. "
+                         "The file is left as it is: restore it from a backup (the service will not start on it)")
 
 
 class Journal:
@@ -63,20 +133,28 @@ class Journal:
         self._sync: asyncio.Future | None = None
 
     @classmethod
-    def open(cls, path: Path) -> tuple["Journal", list[dict[str, Any]]]:
-        """Open (or create) the journal at ``path``, cutting off an incomplete tail; return it with the
-        complete records already in it."""
-        records, end = read_records(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        if os.fstat(fd).st_size != end:
-            os.ftruncate(fd, end)
+    def open(cls, path: Path, owner: str) -> tuple["Journal", JournalContents]:
+        """Open the journal at ``path`` of the folder whose id is ``owner`` (created, with its header line synced,
+        if missing), cutting off a torn final record; return it with what :func:`read_journal` found.
+
+        Raises:
+          JournalDamaged: :func:`read_journal` refused the file; nothing was changed.
+        """
+        contents = read_journal(path, owner)
+        if contents.end == 0:
+            write_bytes(path, header_line(owner))
+            contents = contents._replace(end=len(header_line(owner)))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        if os.fstat(fd).st_size != contents.end:
+            os.ftruncate(fd, contents.end)
             os.fsync(fd)
-        return cls(path, fd, len(records)), records
+        return cls(path, fd, len(contents.records)), contents
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record (durable only once :meth:`durable` returns)."""
         payload = json.dumps(record, separators=(",", ":")).encode()
-        frame = _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+        head = struct.pack("<II", len(payload), zlib.crc32(payload))
+        frame = head + struct.pack("<I", zlib.crc32(head)) + payload
         if os.write(self._fd, frame) != len(frame):
             raise OSError(f"short write to the journal {self.path}")
         self.records += 1
@@ -110,3 +188,7 @@ class Journal:
         """Sync and close the file."""
         os.fsync(self._fd)
         os.close(self._fd)
+
+
+__all__ = ["Journal", "JournalContents", "JournalDamaged", "MAGIC", "decode_array", "encode_array", "header_line",
+           "read_journal"]
