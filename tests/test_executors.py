@@ -5,7 +5,12 @@ and its error reaches the driver."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +62,48 @@ def test_executor_options_are_checked():
         make_executor("processes", address="auto")
     with pytest.raises(ConfigError, match="must be 'local', 'processes' or 'ray'"):
         make_executor("threads")
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_workers_exit_when_their_driver_is_killed():
+    """kill -9 of the driver (``nlbandit run``) left its workers computing (~500 MB each) indefinitely."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from test_executors import _Empty, _sleep; "
+            "from nlbandit.experiments.executors import Job, ProcessExecutor; "
+            "ProcessExecutor(2).run([Job('a', _sleep), Job('b', _sleep)], _Empty(), log=print, progress=False)")
+    driver = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := _children(driver.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(workers) >= 2, "the driver did not start its workers within 120 s"
+        time.sleep(1.0)  # the workers' initializers have run
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in workers if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"worker processes {left} outlived their driver by 10 s"

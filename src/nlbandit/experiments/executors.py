@@ -21,6 +21,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue as queues
+import threading
+import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -117,15 +119,25 @@ class _ForwardingStore(BatchStore):
 _MESSAGES: Any = None  # a ProcessExecutor worker's queue to the driver (set by _start_worker)
 
 
-def _start_worker(messages: Any, started: Any, cores: list[int]) -> None:
-    """Keep the queue to the driver and, where the OS allows, pin this worker to a core of its own (counted
-    by ``started``), so that each worker's XLA threads share that core instead of crowding the others'."""
+def _start_worker(messages: Any, started: Any, cores: list[int], driver: int) -> None:
+    """Keep the queue to the driver, exit with the driver (:func:`_exit_with`), and, where the OS allows, pin this
+    worker to a core of its own (counted by ``started``), so that each worker's XLA threads share that core
+    instead of crowding the others'."""
     global _MESSAGES
     _MESSAGES = messages
+    threading.Thread(target=_exit_with, args=(driver,), daemon=True, name="nlbandit-exit-with-driver").start()
     with started.get_lock():
         index, started.value = started.value, started.value + 1
     if hasattr(os, "sched_setaffinity") and index < len(cores):
         os.sched_setaffinity(0, {cores[index]})
+
+
+def _exit_with(driver: int, every: float = 0.5) -> None:
+    """End this worker process once ``driver`` is no longer its parent (the driver died, e.g. ``kill -9``:
+    the pool's own shutdown never runs then, and the workers computed on, ~500 MB each, indefinitely)."""
+    while os.getppid() == driver:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _run_in_process(job: Job, checkpoint: bytes | None) -> None:
@@ -145,7 +157,8 @@ class ProcessExecutor:
     share that core); on this project's 2-core machine two workers computed kveton2020/fig1_logistic (quick, 24
     batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (docs/performance.md). A job that
     raises an error stops the others (their processes are terminated; their checkpoints stay) and the error is raised
-    here; a worker that dies raises ``BrokenProcessPool``.
+    here; a worker that dies raises ``BrokenProcessPool``; workers whose driver dies (``kill -9``) exit within
+    a second.
 
     Args:
       workers: the number of worker processes (default: the cores this process may use).
@@ -168,7 +181,8 @@ class ProcessExecutor:
         workers = min(self.workers, len(jobs))
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                   initargs=(messages, context.Value("i", 0), cores if workers <= len(cores) else []))
+                                   initargs=(messages, context.Value("i", 0), cores if workers <= len(cores) else [],
+                                             os.getpid()))
         log(f"{len(jobs)} batch(es) on {workers} worker processes")
         try:
             futures = [pool.submit(_run_in_process, job, store.load_checkpoint(job.key)) for job in jobs]
