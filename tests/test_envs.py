@@ -67,6 +67,41 @@ def test_logistic_rewards_have_sigmoid_means(reward):
         assert abs(float(pulls.std()) - 0.5) < 0.02
 
 
+@pytest.mark.parametrize("name", ["probit", "poisson"])
+def test_probit_and_poisson_rewards_have_their_links_means(name):
+    """Y ~ Bernoulli(Φ(xᵀθ*)) and Y ~ Poisson(exp(xᵀθ*)): means against float64 SciPy, empirical means within
+    4 standard errors over 20,000 pulls, rewards of the right kind."""
+    from scipy import stats
+
+    env = nb.make_env(name, d=2, k=2, theta_star=[0.8, -0.5], arm_set=[[1.0, 0.0], [0.0, 1.0]])
+    state, keys = instance(env), seed_keys(4)
+    ctx = np.asarray(state.arms)
+    expected = stats.norm.cdf([0.8, -0.5]) if name == "probit" else np.exp([0.8, -0.5])
+    np.testing.assert_allclose(np.asarray(env.mean(state, ctx)), expected, rtol=1e-12)
+    pulls = np.asarray(jax.vmap(lambda t: env.pull(state, round_key(keys.env_pull, t), t, ctx, 0).reward)(
+        np.arange(1, 20001)))
+    mu = expected[0]
+    sd = np.sqrt(mu * (1 - mu)) if name == "probit" else np.sqrt(mu)  # Bernoulli / Poisson variance
+    assert abs(pulls.mean() - mu) < 4 * sd / np.sqrt(20000)
+    assert set(np.unique(pulls)) == {0.0, 1.0} if name == "probit" else (pulls == np.round(pulls)).all()
+    assert env.facts.link == name
+
+
+@pytest.mark.parametrize("name", ["probit", "poisson"])
+def test_glm_policies_learn_probit_and_poisson_bandits(name):
+    """The GLM policies accept these links (link = "env"): each ends far below uniform play's regret (measured
+    at 1,000 rounds, 4 seeds: probit 3.0-28.8 against 303.9, Poisson 6.3-45.8 against 1093.1; the margin is a
+    quarter of uniform's); a logistic model of Poisson counts is refused (its rewards are outside [0, 1])."""
+    env = nb.make_env(name, d=4, k=8)
+    uniform = nb.simulate(env, *nb.make_policy("uniform", env, horizon=1000), seeds=range(4)).cum_regret[:, -1]
+    for policy in ("glm-ucb", "glm-tsl", "glm-fpl"):
+        run = nb.simulate(env, *nb.make_policy(policy, env, horizon=1000, link="env"), seeds=range(4))
+        assert run.cum_regret[:, -1].mean() < 0.25 * uniform.mean(), policy
+    if name == "poisson":  # counts are outside the logistic link's [0, 1]
+        with pytest.raises(ValueError, match=r"environment 'poisson' gives rewards in \[0, inf\] but link 'logistic'"):
+            nb.make_policy("glm-ucb", env, horizon=1000, link="logistic")
+
+
 def test_linear_rewards_are_mean_plus_gaussian_noise():
     env = nb.make_env("linear", d=2, k=1, noise_std=0.3, theta_star=[0.2, 0.4], arm_set=[[1.0, 1.0]])
     state, keys = instance(env), seed_keys(0)

@@ -18,6 +18,8 @@ T, SEEDS = 200, [0, 1]
 CASES = {
     "linear": dict(d=4, k=6),
     "logistic": dict(d=4, k=6),
+    "probit": dict(d=4, k=6),
+    "poisson": dict(d=4, k=6),
     "distance": dict(d=4, k=6),
     "quadratic": dict(d=4, k=6),
     "heteroscedastic": dict(d=4, k=6, schedule="burst"),
