@@ -14,7 +14,10 @@ Run: ``python benchmarks/service.py [--policy lin-ucb] [--clients 8] [--rounds 4
    flight whose record reached the journal), and it resends every accepted reward: 409 (learnt, not learnt
    again) is right, 200 (the service had the decision but not the reward) or 404 (not even the decision)
    means it was lost (must be 0), and a count that grows by more than the 200s means one was applied twice
-   (must be 0).
+   (must be 0). While the restarted service runs, a second ``nlbandit serve`` on the same folder must be
+   refused (the folder's lock). Then, stopped, its journal gets one flipped byte mid-file: start-up must
+   refuse it and leave the file byte for byte; restored, the service must hold the same rewards and answer
+   409 to every accepted one again.
 """
 
 from __future__ import annotations
@@ -40,6 +43,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def refused(folder: Path, port: int, expected: str) -> None:
+    """``nlbandit serve`` on ``folder`` must exit with an error whose output says ``expected``."""
+    code = "import sys; from nlbandit.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "serve", str(folder), "--port", str(port)],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode == 0 or expected not in done.stdout + done.stderr:
+        raise SystemExit(f"FAIL: a start that should be refused ({expected}) gave: {done.stdout + done.stderr}")
 
 
 def start(folder: Path, port: int, policy: str) -> subprocess.Popen:
@@ -129,10 +141,29 @@ def main() -> None:
         proc.wait()
         proc = start(folder, port, args.policy)
         try:
+            refused(folder, free_port(), "held by another nlbandit service")  # a second server on the folder
             with httpx.Client(base_url=url, timeout=30) as c:
                 held = c.get("/health").json()["rewarded"]
                 codes = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
                 after = c.get("/health").json()["rewarded"]
+        finally:
+            proc.terminate()
+            proc.wait()
+        journal = folder / "journal.log"
+        good = journal.read_bytes()
+        middle = len(good) // 2
+        journal.write_bytes(good[:middle] + bytes([good[middle] ^ 1]) + good[middle + 1:])
+        damaged = journal.read_bytes()
+        refused(folder, port, "is damaged")
+        if journal.read_bytes() != damaged:
+            raise SystemExit("FAIL: start-up changed a damaged journal it refused")
+        journal.write_bytes(good)
+        proc = start(folder, port, args.policy)
+        try:
+            with httpx.Client(base_url=url, timeout=30) as c:
+                restored = c.get("/health").json()["rewarded"]
+                again = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
+                final = c.get("/health").json()["rewarded"]
         finally:
             proc.terminate()
             proc.wait()
@@ -143,8 +174,13 @@ def main() -> None:
               f"the kill; the restarted service holds {held} (the rest: answers cut short by the kill); resending "
               f"the accepted ones: {codes.count(409)} known and not relearnt (409), lost {lost}, duplicated "
               f"{duplicated}")
+        print(f"lock and damage: a second server on the folder refused; a journal with one flipped byte at offset "
+              f"{middle} of {len(good)} refused and left unchanged; restored, the service holds {restored} "
+              f"rewards (before: {after}) and answers 409 to {again.count(409)} of the {len(accepted)} resent")
         if lost or duplicated:
             raise SystemExit("FAIL: accepted rewards lost or applied twice")
+        if restored != after or final != after or again.count(409) != len(accepted):
+            raise SystemExit("FAIL: the restored journal lost or repeated rewards")
 
 
 if __name__ == "__main__":
