@@ -486,3 +486,36 @@ def test_load_refuses_a_nan_state_a_huge_declared_array_and_a_fifo(tmp_path):
     os.mkfifo(tmp_path / "fifo")  # once hung forever
     with pytest.raises(ValueError, match="not a regular file"):
         Agent.load(tmp_path / "fifo")
+
+
+HORIZON_FREE = [("lin-phe", {}), ("glm-ucb", {"backend": "history"}), ("glm-tsl", {"backend": "history"}),
+                ("neural-ucb", {"width": 8})]
+
+
+@pytest.mark.parametrize("name, hyper", HORIZON_FREE, ids=[n for n, _ in HORIZON_FREE])
+def test_a_horizon_free_agent_grows_its_buffer_and_decides_as_a_long_horizon_one(name, hyper, monkeypatch):
+    """Without a horizon the agent doubles its policy's horizon when reached, carrying the history buffer over:
+    built for 8 decisions (so it grows three times in 40), it decides as an agent built for 64, where T
+    sizes the buffer only."""
+    import nlbandit.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "INITIAL_HORIZON", 8)
+    env = _env()
+    free, fixed = Agent(name, d=D, k=K, seed=3, **hyper), Agent(name, d=D, k=K, horizon=64, seed=3, **hyper)
+    assert _play(free, env, 3, 40) == _play(fixed, env, 3, 40)
+    assert free.spec.horizon == 64 and free.rounds == 40
+    assert "horizon-free: built for T = 64" in free.decide(free._arms).method  # round 1's arms: fixed-arm policies
+
+
+def test_a_horizon_free_agent_survives_save_and_load(tmp_path, monkeypatch):
+    import nlbandit.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "INITIAL_HORIZON", 8)
+    env = _env()
+    agent = Agent("glm-ucb", d=D, k=K, seed=1, backend="history")
+    _play(agent, env, 1, 12)
+    loaded = Agent.load(agent.save(tmp_path / "a.npz"))
+    assert loaded.horizon_free and loaded.spec.horizon == 16
+    x = agent._arms
+    assert [agent.decide(x).arm for _ in range(10)] == [loaded.decide(x).arm for _ in range(10)]
+    assert loaded.spec.horizon == 32

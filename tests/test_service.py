@@ -14,6 +14,7 @@ import threading
 import time
 import zlib
 
+import jax
 import numpy as np
 import pytest
 
@@ -414,3 +415,22 @@ def test_a_diverged_agent_answers_503(client, service, monkeypatch):
     monkeypatch.setattr(service.agent, "decide", diverged)
     r = client.post("/decide", json={"contexts": _contexts(0)})
     assert r.status_code == 503 and "no longer finite" in r.json()["error"]
+
+
+def test_a_horizon_free_service_grows_and_recovers(tmp_path, monkeypatch):
+    """No horizon: the agent doubles it when reached (8 -> 16 here) and the journal's replay reproduces that."""
+    import nlbandit.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "INITIAL_HORIZON", 8)
+    config = agent_config("lin-phe", D, K, seed=2)
+    service = Service.open(tmp_path / "s", config, snapshot_every=5)
+    with TestClient(create_app(service)) as c:
+        for i in range(12):
+            d = c.post("/decide", json={"contexts": _contexts(i)}).json()
+            assert c.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)}).status_code == 200
+    assert service.agent.spec.horizon == 16 and "horizon-free" in d["method"]
+    reopened = Service.open(tmp_path / "s")
+    assert (reopened.agent.rounds, reopened.agent.spec.horizon) == (12, 16)
+    for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    reopened.close()

@@ -2,7 +2,7 @@
 
 :class:`Agent` drives a registered policy the way a recommendation or experimentation service does::
 
-    agent = nb.Agent("lin-ucb", d=20, k=50, horizon=10_000, seed=0)
+    agent = nb.Agent("lin-ucb", d=20, k=50, seed=0)  # horizon: optional (below)
     decision = agent.decide(contexts)            # (K, d) features of the arms on offer
     agent.reward(decision.event_id, 1.0)         # later, in any order, once per event
     agent.save("agent.npz"); agent = nb.Agent.load("agent.npz")
@@ -36,6 +36,14 @@ its loops compiled by numba (:mod:`nlbandit.host`): the same state, formulas and
 policy, without the ~20 µs that launching any XLA program costs per call; ``numpy_round=False`` runs the
 jitted round instead.
 Decisions are the same either way except where two arms' scores differ by less than rounding.
+
+Horizon-free. Without a ``horizon`` the agent is built for ``INITIAL_HORIZON`` decisions and, when a decision
+would pass it, rebuilds its policy for twice the horizon and carries its state over (every array as it is,
+a history buffer into the first rows of the larger one): nothing learnt is lost, a policy whose confidence
+radius depends on T (a theory width) uses the doubled T from then on (the doubling trick on T, without the
+restarts), and the rebuild costs one compilation of the jitted round at each doubling. Each decision's
+``method`` says so. With rewards in order it decides as an agent built for a horizon ≥ the decisions made
+wherever T enters only the buffer's size.
 
 Compiled functions are cached per policy object, and :func:`~nlbandit.policies.registry.make_policy`
 returns one object per (name, sizes, static hyperparameters): a second agent of the same policy and
@@ -80,6 +88,8 @@ VERSION = 1
 """The version of the saved-agent format this code writes and reads."""
 _ESTIMATE_STREAM = 6
 """Index of the redraws' key stream under the seed's root key (the simulator uses 0–5)."""
+INITIAL_HORIZON = 1024
+"""The horizon a horizon-free agent (``horizon=None``) is first built for; it doubles whenever reached."""
 MAX_MAGNITUDE = 1e6
 """The largest magnitude of a context entry, a reward or a variance bound the agent accepts: squares and sums of
 squares of such values over millions of rounds stay far inside float32 and float64 (larger values overflowed
@@ -181,7 +191,7 @@ class Agent:
       k: the most arms offered in a round (fewer through ``mask``).
       horizon: the number of decisions the agent is built for; policies that keep a history buffer hold this
         many observations and refuse decisions beyond it, the others only use it where their confidence
-        radii depend on T.
+        radii depend on T. None (the default): horizon-free, the module docstring's anytime form.
       seed: the seed of the agent's random streams (the simulator's streams of that seed).
       estimate_draws: redraws per decision that estimate the probability where the policy has no exact one
         (0: report NaN with method ``"none"``).
@@ -194,31 +204,22 @@ class Agent:
         that are not integers in range.
     """
 
-    def __init__(self, policy: str, d: int, k: int, horizon: int, seed: int = 0, *, estimate_draws: int = 1000,
-                 numpy_round: bool = True, **hyperparameters: Any):
-        _check_fields("Agent", d=d, k=k, horizon=horizon, seed=seed, estimate_draws=estimate_draws,
-                      numpy_round=numpy_round)
-        spec, where = ProblemSpec(int(d), int(k), int(horizon)), f"Agent policy '{policy}'"
+    def __init__(self, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0, *,
+                 estimate_draws: int = 1000, numpy_round: bool = True, **hyperparameters: Any):
+        _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
+                      estimate_draws=estimate_draws, numpy_round=numpy_round)
+        spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
+        where = f"Agent policy '{policy}'"
         config = check_policy_sizes(resolve_policy({"name": policy, **hyperparameters}, where), spec, where)
-        self._setup(config, spec, int(seed), int(estimate_draws), numpy_round)
+        self._setup(config, spec, int(seed), int(estimate_draws), numpy_round, horizon is None)
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
 
-    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool) -> None:
-        self.config, self.spec, self.seed, self.estimate_draws = config, spec, seed, draws
-        check_memory(policy_memory(config, spec, 1), f"an agent of policy '{config['name']}' (d = {spec.d}, "
-                     f"k = {spec.k}, horizon = {spec.horizon})", "Agent")
-        self.policy, params = build_policy(config, spec)
-        self._params = to_dtype(params, self.policy.meta.dtype)
+    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool,
+               horizon_free: bool) -> None:
+        self.seed, self.estimate_draws, self.horizon_free = seed, draws, horizon_free
         self._keys = seed_keys(jnp.uint32(seed))
-        self._host = host_round(self.policy, config) if numpy_round else None
-        if self._host is not None:
-            self._host_params = jax.tree.map(float, jax.device_get(self._params))
-            self._act_draws = _draw_blocks(self._host.act_draws, self._keys.policy_act)
-            self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
-        self._resample = build_resample(config, spec)
-        self._draws_in_update = policy_entry(config["name"]).draws_in_update  # looked up once, not per decision
-        self._programs = _programs(self.policy, draws, self._resample)
+        self._build(config, spec, numpy_round)
         self._t = 0
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
@@ -230,9 +231,45 @@ class Agent:
         self._all_arms = np.ones(spec.k, bool)
         self._all_arms.flags.writeable = False
 
+    def _build(self, config: dict[str, Any], spec: ProblemSpec, numpy_round: bool) -> None:
+        """The policy of ``config`` for ``spec`` and what runs it (host round, compiled programs)."""
+        check_memory(policy_memory(config, spec, 1), f"an agent of policy '{config['name']}' (d = {spec.d}, "
+                     f"k = {spec.k}, horizon = {spec.horizon})", "Agent")
+        self.config, self.spec = config, spec
+        self.policy, params = build_policy(config, spec)
+        self._params = to_dtype(params, self.policy.meta.dtype)
+        self._host = host_round(self.policy, config) if numpy_round else None
+        if self._host is not None:
+            self._host_params = jax.tree.map(float, jax.device_get(self._params))
+            self._act_draws = _draw_blocks(self._host.act_draws, self._keys.policy_act)
+            self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
+        self._resample = build_resample(config, spec)
+        self._draws_in_update = policy_entry(config["name"]).draws_in_update  # looked up once, not per decision
+        self._programs = _programs(self.policy, self.estimate_draws, self._resample)
+
+    def _grow(self, rounds: int) -> None:
+        """Rebuild a horizon-free agent's policy for the horizon doubled until it covers ``rounds`` decisions,
+        keeping everything it has learnt: each state array is carried over, a history buffer into the first
+        rows of the larger one (module docstring)."""
+        self._learn()
+        horizon = self.spec.horizon
+        while horizon < rounds:
+            horizon *= 2
+        spec, where = self.spec._replace(horizon=horizon), f"Agent policy '{self.config['name']}'"
+        old = self._state
+        self._build(check_policy_sizes(self.config, spec, where), spec, self._host is not None)
+        fresh = self._programs.init(self._params, self._keys.policy_init)
+        if jax.tree.structure(old) != jax.tree.structure(fresh):
+            raise ConfigError(f"{where}: its state changes structure with the horizon; give the agent a horizon")
+        self._state = self._host_state(jax.tree.map(_carry_over, old, fresh))
     def _host_state(self, state: Any) -> Any:
         """``state`` as the agent keeps it: NumPy leaves for a host round, else as given."""
         return state if self._host is None else jax.device_get(state)
+
+    @property
+    def _anytime(self) -> str:
+        """What a horizon-free agent adds to each decision's ``method``."""
+        return f"; horizon-free: built for T = {self.spec.horizon}, doubled when reached" if self.horizon_free else ""
 
     @property
     def numpy_round(self) -> bool:
@@ -319,6 +356,8 @@ class Agent:
         return x, m
 
     def _room(self, n: int, where: str) -> None:
+        if self.horizon_free and self._t + n > self.spec.horizon:
+            self._grow(self._t + n)
         if self.policy.meta.max_horizon is not None and self._t + n > self.policy.meta.max_horizon:
             raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps a history of at most "
                              f"{self.policy.meta.max_horizon} observations (horizon {self.spec.horizon}); this agent "
@@ -380,7 +419,7 @@ class Agent:
         p, method = self._probability(p, x, m, t, arm)
         self._t = t
         self._pending[t] = (x, arm)
-        return Decision(t, arm, p, method, score, bonus)
+        return Decision(t, arm, p, method + self._anytime, score, bonus)
 
     def decide_batch(self, contexts: Any, masks: Any = None) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
@@ -406,7 +445,7 @@ class Agent:
         out = []
         for i, (t, (arm, score, bonus, p, *_)) in enumerate(zip(ts.tolist(), rows)):
             p, method = self._probability(p, xs[i], mss[i], t, int(arm))
-            out.append(Decision(t, int(arm), p, method, score, bonus))
+            out.append(Decision(t, int(arm), p, method + self._anytime, score, bonus))
         self._t = int(ts[-1])
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})
         return out
@@ -476,7 +515,7 @@ class Agent:
         if self._arms is not None:
             arrays["first_arms"] = self._arms
         header = {"format": FORMAT, "version": VERSION, "policy": _jsonable(self.config), "d": self.spec.d,
-                  "k": self.spec.k, "horizon": self.spec.horizon, "seed": self.seed,
+                  "k": self.spec.k, "horizon": self.spec.horizon, "horizon_free": self.horizon_free, "seed": self.seed,
                   "estimate_draws": self.estimate_draws, "numpy_round": self.numpy_round, "rounds": self._t,
                   "rewarded": self._rewarded, "learnt_upto": self._learnt_upto, "meta": dict(meta or {}),
                   "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
@@ -508,7 +547,10 @@ class Agent:
             config = check_policy_sizes(resolve_policy(header.get("policy"), "Agent.load policy"), spec,
                                         "Agent.load policy")
             agent = cls.__new__(cls)
-            agent._setup(config, spec, fields["seed"], fields["estimate_draws"], fields["numpy_round"])
+            horizon_free = header.get("horizon_free", False)
+            if not isinstance(horizon_free, bool):
+                raise ConfigError(f"{where}: field 'horizon_free' must be true or false, got {horizon_free!r}")
+            agent._setup(config, spec, fields["seed"], fields["estimate_draws"], fields["numpy_round"], horizon_free)
         except ConfigError as e:
             raise ValueError(f"Agent.load: {path}: the saved configuration does not resolve: {e}") from None
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
@@ -593,6 +635,18 @@ def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, contexts: Any
         if a is None or a.shape != shape or a.dtype != np.float64 or not np.isfinite(a).all():
             raise ValueError(f"Agent.load: {path}: array {name!r} must be finite float64 of shape {shape}")
     return rounds, rewarded, {e: (contexts[i], arm) for i, (e, arm) in enumerate(pending)}
+
+
+def _carry_over(old: Any, fresh: Any) -> Any:
+    """State array ``old`` in the shape of ``fresh``, the same array of a policy built for a longer horizon:
+    unchanged where the shapes agree, else (a history buffer) in the first rows of ``fresh``."""
+    old_shape, new_shape = np.shape(old), np.shape(fresh)
+    if old_shape == new_shape:
+        return old
+    if len(old_shape) != len(new_shape) or old_shape[1:] != new_shape[1:] or old_shape[0] > new_shape[0]:
+        raise ConfigError(f"Agent: a state array of shape {old_shape} becomes {new_shape} with the horizon, not a "
+                          "longer buffer; give the agent a horizon")
+    return jnp.asarray(fresh).at[:old_shape[0]].set(old)
 
 
 def _finite(tree: Any) -> bool:

@@ -95,13 +95,14 @@ def _parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", help="serve an online agent over HTTP, its state durable in a folder",
                          description="Serve an online agent (decide / reward / decide_batch / health / metrics) "
                          "over HTTP. The folder keeps its configuration, write-ahead journal and snapshots: a "
-                         "restart (even after kill -9) resumes where it stopped. Give --policy, --d, --k and "
-                         "--horizon to create a new folder; an existing one needs none of them.")
+                         "restart (even after kill -9) resumes where it stopped. Give --policy, --d and --k (and "
+                         "optionally --horizon) to create a new folder; an existing one needs none of them.")
     srv.add_argument("folder", type=Path, help="state folder (created if it does not exist)")
     srv.add_argument("--policy", default=None, help="registered policy name (nlbandit list policies)")
     srv.add_argument("--d", type=int, default=None, help="feature dimension of an arm")
     srv.add_argument("--k", type=int, default=None, help="the most arms offered in a round")
-    srv.add_argument("--horizon", type=int, default=None, help="decisions the agent is built for")
+    srv.add_argument("--horizon", type=int, default=None, help="decisions the agent is built for (default: none, "
+                     "the agent's horizon-free form: its horizon doubles when reached)")
     srv.add_argument("--seed", type=int, default=0, help="seed of the agent's random streams (default 0)")
     srv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a policy hyperparameter (VALUE as in TOML: 0.1, 25, \"history\", true); repeatable")
@@ -303,11 +304,11 @@ def _serve(args: argparse.Namespace) -> int:
     from nlbandit.service.app import agent_config, serve
 
     try:
-        given = [args.policy, args.d, args.k, args.horizon]
+        given = [args.policy, args.d, args.k]
         config = None
-        if any(v is not None for v in given) or args.set:
+        if any(v is not None for v in given) or args.set or args.horizon is not None:
             if any(v is None for v in given):
-                raise ConfigError("serve: a new agent needs all of --policy, --d, --k and --horizon")
+                raise ConfigError("serve: a new agent needs all of --policy, --d and --k (--horizon is optional)")
             hyper = {}
             for item in args.set:
                 name, sep, value = item.partition("=")

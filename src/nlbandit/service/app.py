@@ -75,8 +75,10 @@ class RequestError(ValueError):
         self.status = status
 
 
-def agent_config(policy: str, d: int, k: int, horizon: int, seed: int = 0, **hyperparameters: Any) -> dict[str, Any]:
-    """The configuration ``agent.json`` holds (the arguments of :class:`~nlbandit.agent.Agent`)."""
+def agent_config(policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0,
+                 **hyperparameters: Any) -> dict[str, Any]:
+    """The configuration ``agent.json`` holds (the arguments of :class:`~nlbandit.agent.Agent`; no horizon: the
+    agent's horizon-free form)."""
     return {"policy": policy, "d": d, "k": k, "horizon": horizon, "seed": seed, "hyperparameters": hyperparameters}
 
 
@@ -138,7 +140,8 @@ class Service:
                 raise ConfigError(f"{folder} holds an agent configured as {saved}, not {config}; use another folder")
             config = saved
         elif config is None:
-            raise ConfigError(f"{folder} holds no agent: give its policy, d, k and horizon to create one")
+            raise ConfigError(f"{folder} holds no agent: give its policy, d and k (and optionally a horizon) to create "
+                              "one")
         else:
             folder_id = uuid.uuid4().hex
         fresh = _warm_up(config)  # also checks the configuration before it is stored
@@ -303,7 +306,10 @@ def _load_snapshot(path: Path, folder_id: str, scratch: Agent) -> Agent:
     if agent.meta.get("folder") != folder_id:
         raise ConfigError(f"{path} was written by another state folder (copied here?); move it away to recover "
                           "from the journal alone")
-    if (agent.config, agent.spec, agent.seed) != (scratch.config, scratch.spec, scratch.seed):
+    def identity(a: Agent) -> tuple:  # a horizon-free agent's horizon grows: not part of what it is
+        return a.config, a.spec.d, a.spec.k, a.seed, a.horizon_free, a.horizon_free or a.spec.horizon
+
+    if identity(agent) != identity(scratch):
         raise ConfigError(f"{path} holds a {agent.config['name']} agent that is not the one agent.json configures")
     return agent
 
