@@ -17,8 +17,9 @@ hand back its reward.
   and again with its jitted round (``numpy_round=False``) for comparison.
   Compilation is paid by a first agent of the same shapes, before the timed one (it is cached across
   agents). GLM policies use the identity link (the rewards are Gaussian) and otherwise their defaults (the
-  arm set is fixed, so their per-arm statistics); policies without an exact probability (Lin-TS, GLM-TSL,
-  GLM-FPL) also pay its estimate by redraws (``estimate_draws`` = 1,000), and run once more without it
+  arm set is fixed, so their per-arm statistics); policies without an exact probability also pay its
+  estimate at the agent's default (Lin-TS, GLM-TSL on a host round: 128 antithetic draws of their Gaussian
+  score law; GLM-FPL and the jitted rounds: 1,000 redraws), and run once more without it
   (``estimate_draws=0``: decision and learning only).
   Neural policies run with their defaults (their training cadence is part of their round; the issue asks
   for their latency to be stated, with no target).

@@ -159,15 +159,18 @@ def test_exact_probabilities_are_the_choice_frequencies_and_sum_to_one(numpy_rou
     assert abs(total - 1.0) <= 1e-12
 
 
-def test_estimated_probabilities_match_the_choice_frequency():
-    """Lin-TS has no closed-form probability: the agent estimates it by redraws; decisions on the same state
-    and arm set (other round keys) choose the arm at that rate."""
+@pytest.mark.parametrize("numpy_round", [True, False])
+def test_estimated_probabilities_match_the_choice_frequency(numpy_round):
+    """Lin-TS has no closed-form probability: the agent estimates it from its Gaussian score law on the host
+    round, by redraws on the jitted one; decisions on the same state and arm set (other round keys) choose
+    the arm at that rate."""
     env = _env("linear")
-    agent = Agent("lin-ts", d=D, k=K, horizon=500, seed=4, estimate_draws=4000)
+    agent = Agent("lin-ts", d=D, k=K, horizon=500, seed=4, estimate_draws=4000, numpy_round=numpy_round)
     _play(agent, env, 4, 10)
     x = np.random.default_rng(5).normal(size=(K, D)) * 0.3
     batch = agent.decide_batch(np.repeat(x[None], 300, axis=0))
-    assert all(d.method.startswith("estimate: 4000 redraws, se ") for d in batch)
+    how = "antithetic Gaussian draws" if numpy_round else "redraws"
+    assert all(d.method.startswith(f"estimate: 4000 {how}, se ") for d in batch)
     arms = np.array([d.arm for d in batch])
     for arm in np.unique(arms):
         estimates = np.array([d.probability for d in batch if d.arm == arm])
@@ -185,7 +188,8 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     """GLM-TSL samples θ̃ and GLM-FPL / repGLM-FPL fit perturbed rewards in their update, so redrawing
     ``act`` alone would report probability 1: the estimate redraws through the policy's ``resample``. Its
     estimates match the frequencies of the next decision over 2,000 replays of the last update with other
-    keys (each replay then deciding with its own key); 5 standard errors of both plus 0.01."""
+    keys (each replay then deciding with its own key), through the jitted policy: for GLM-TSL, the host round's
+    Gaussian score law is checked against the jitted update's draws; 5 standard errors of both plus 0.01."""
     env, draws, replays = _env(), 1000, 2000
     agent = Agent(name, d=D, k=K, horizon=100, seed=6, estimate_draws=draws, **hyper)
     _play(agent, env, 6, 20)
@@ -195,7 +199,8 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     last = agent.decide(x)
     agent.reward(last.event_id, 1.0)
     batch = agent.decide_batch(np.repeat(x[None], 10, axis=0))
-    assert all(d.method.startswith(f"estimate: {draws} redraws") for d in batch)
+    how = "antithetic Gaussian draws" if name == "glm-tsl" else "redraws"  # GLM-TSL: its host round's law
+    assert all(d.method.startswith(f"estimate: {draws} {how}") for d in batch)
 
     policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)
     feedback = nb.core.types.Feedback(jnp.float32(1.0) if policy.meta.dtype == "float32" else jnp.float64(1.0), None)

@@ -19,9 +19,13 @@ so with rewards given back in order, the agent makes the decisions that
 
 Probabilities. ``Decision.probability`` is the probability with which the policy chose the arm given
 the history and the round's contexts: exact where the policy computes it (``ActInfo.probability``:
-uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pulls), otherwise estimated
-by redrawing the round's decision ``estimate_draws`` times with independent keys (Thompson sampling,
-perturbed history); ``Decision.method`` says which, with the estimate's standard error. The redraws use
+uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pulls); for Thompson-type
+policies on a host round (Lin-TS, GLM-TSL), whose scores given the history are Gaussian
+(:attr:`~nlbandit.host.rounds.HostRound.law`), estimated from one vectorised block of antithetic draws of that
+law (:mod:`nlbandit.host.propensity`, ``estimate_draws`` = 128 by default: cheaper than the decision);
+otherwise estimated by redrawing the round's decision ``estimate_draws`` times (1,000 by default) with
+independent keys (perturbed history, the jitted rounds); ``Decision.method`` says which, with the estimate's
+standard error. The redraws use
 a key stream of their own, so they change no decision. Where the exploration is drawn by the update
 (``PolicyEntry.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed fits), each redraw
 first redoes that draw (``PolicyEntry.resample``) — redrawing the decision alone would report 1; DeepFPL and
@@ -79,6 +83,7 @@ from nlbandit.core.round import round_key
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, healthy, to_dtype
 from nlbandit.host import host_round
 from nlbandit.host.draws import DrawBlocks
+from nlbandit.host.propensity import gaussian_choice_probability
 from nlbandit.policies.registry import (build_policy, build_resample, check_policy_sizes, policy_entry, policy_memory,
                                         resolve_policy)
 
@@ -88,6 +93,13 @@ VERSION = 1
 """The version of the saved-agent format this code writes and reads."""
 _ESTIMATE_STREAM = 6
 """Index of the redraws' key stream under the seed's root key (the simulator uses 0–5)."""
+REDRAWS = 1000
+"""The default number of redraws of a decision that estimate its probability (no Gaussian law on the host)."""
+GAUSSIAN_DRAWS = 128
+"""The default number of draws (64 antithetic pairs) of a host round's Gaussian score law that estimate its
+probability: at d = 20, K = 50 this costs less than the decision itself (``benchmarks/agent.py``)."""
+_NORMAL_BLOCK = 32
+"""Rounds whose normals a host probability estimate draws at once (:meth:`Agent._normals`)."""
 INITIAL_HORIZON = 1024
 """The horizon a horizon-free agent (``horizon=None``) is first built for; it doubles whenever reached."""
 MAX_MAGNITUDE = 1e6
@@ -193,8 +205,9 @@ class Agent:
         many observations and refuse decisions beyond it, the others only use it where their confidence
         radii depend on T. None (the default): horizon-free, the module docstring's anytime form.
       seed: the seed of the agent's random streams (the simulator's streams of that seed).
-      estimate_draws: redraws per decision that estimate the probability where the policy has no exact one
-        (0: report NaN with method ``"none"``).
+      estimate_draws: draws per decision that estimate the probability where the policy has no exact one (0:
+        report NaN with method ``"none"``); None: :data:`GAUSSIAN_DRAWS` on a host round's Gaussian score law,
+        else :data:`REDRAWS` redraws (module docstring).
       numpy_round: decide and learn on the host where the policy has a host round (module docstring); False:
         always the jitted round.
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`.
@@ -205,18 +218,19 @@ class Agent:
     """
 
     def __init__(self, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0, *,
-                 estimate_draws: int = 1000, numpy_round: bool = True, **hyperparameters: Any):
+                 estimate_draws: int | None = None, numpy_round: bool = True, **hyperparameters: Any):
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
                       estimate_draws=estimate_draws, numpy_round=numpy_round)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
         where = f"Agent policy '{policy}'"
         config = check_policy_sizes(resolve_policy({"name": policy, **hyperparameters}, where), spec, where)
-        self._setup(config, spec, int(seed), int(estimate_draws), numpy_round, horizon is None)
+        self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
+                    horizon is None)
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
 
-    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int, numpy_round: bool,
+    def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int | None, numpy_round: bool,
                horizon_free: bool) -> None:
-        self.seed, self.estimate_draws, self.horizon_free = seed, draws, horizon_free
+        self.seed, self._asked_draws, self.horizon_free = seed, draws, horizon_free
         self._keys = seed_keys(jnp.uint32(seed))
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
         self._build(config, spec, numpy_round)
@@ -225,6 +239,7 @@ class Agent:
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
         self._learnt_upto = 0  # the event id of the reward learnt last
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
+        self._normal_block: tuple = (None, None)  # ((block, rank, pairs), normals) of :meth:`_normals`
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
         self._arms: np.ndarray | None = None  # round 1's arm set (``prepare``; fixed-arm policies)
@@ -245,6 +260,10 @@ class Agent:
             self._update_draws = _draw_blocks(self._host.update_draws, self._keys.policy_update)
         self._resample = build_resample(config, spec)
         self._draws_in_update = policy_entry(config["name"]).draws_in_update  # looked up once, not per decision
+        if self._asked_draws is not None:
+            self.estimate_draws = self._asked_draws
+        else:
+            self.estimate_draws = GAUSSIAN_DRAWS if self._host is not None and self._host.law else REDRAWS
         self._programs = _programs(self.policy, self.estimate_draws, self._resample)
 
     def _grow(self, rounds: int) -> None:
@@ -378,6 +397,12 @@ class Agent:
             return math.nan, "none"
         # after an update, a policy that draws while learning is redrawn through its resample
         resample = self._draws_in_update and self._rewarded > 0
+        if self._host is not None and self._host.law is not None and (resample or not self._draws_in_update):
+            pairs = max(self.estimate_draws // 2, 1)
+            mean, factor, scale = self._host.law(self._host_params, self._state, x)
+            q, se = gaussian_choice_probability(mean, factor, scale, None if m is self._all_arms else m, arm,
+                                                self._normals(t, factor.shape[1], pairs))
+            return q, f"estimate: {2 * pairs} antithetic Gaussian draws, se {se:.2g}"
         if resample and self._resample is None:
             return math.nan, (f"none: {self.policy.meta.name} draws its exploration while learning and has no "
                               "redraw of it")
@@ -385,6 +410,15 @@ class Agent:
         q = counts[arm] / self.estimate_draws
         se = math.sqrt(q * (1 - q) / self.estimate_draws)
         return float(q), f"estimate: {self.estimate_draws} redraws, se {se:.2g}"
+
+    def _normals(self, t: int, rank: int, pairs: int) -> np.ndarray:
+        """Round ``t``'s (rank, pairs) standard normals for a host estimate, from the seed's estimate stream:
+        drawn :data:`_NORMAL_BLOCK` rounds at a time, the same for round t whenever asked (a restart included)."""
+        block = (t - 1) // _NORMAL_BLOCK
+        if self._normal_block[0] != (block, rank, pairs):
+            rng = np.random.default_rng([self.seed, _ESTIMATE_STREAM, block])
+            self._normal_block = ((block, rank, pairs), rng.standard_normal((_NORMAL_BLOCK, rank, pairs)))
+        return self._normal_block[1][(t - 1) % _NORMAL_BLOCK]
 
     def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None) -> tuple[int, float, float, float]:
         """(arm, score, bonus, probability) of round ``t`` by the jitted policy, after learning ``learn`` (the
@@ -516,7 +550,7 @@ class Agent:
             arrays["first_arms"] = self._arms
         header = {"format": FORMAT, "version": VERSION, "policy": _jsonable(self.config), "d": self.spec.d,
                   "k": self.spec.k, "horizon": self.spec.horizon, "horizon_free": self.horizon_free, "seed": self.seed,
-                  "estimate_draws": self.estimate_draws, "numpy_round": self.numpy_round, "rounds": self._t,
+                  "estimate_draws": self._asked_draws, "numpy_round": self.numpy_round, "rounds": self._t,
                   "rewarded": self._rewarded, "learnt_upto": self._learnt_upto, "meta": dict(meta or {}),
                   "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
@@ -578,6 +612,8 @@ def _check_fields(where: str, **fields: Any) -> None:
     """The agent's sizes, seed and options (the constructor's and a saved header's): ConfigError naming the field."""
     for name, low in (("d", 1), ("k", 1), ("horizon", 1), ("seed", 0), ("estimate_draws", 0)):
         value = fields[name]
+        if name == "estimate_draws" and value is None:
+            continue
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
             raise ConfigError(f"{where}: field {name!r} must be an integer >= {low}, got {value!r}")
     if fields["seed"] > 2**32 - 1:

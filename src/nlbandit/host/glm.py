@@ -176,18 +176,36 @@ def add_pull(n, y, arm: int, reward: float):
 
 
 @njit(cache=True)
-def thompson_step(code: int, x, w, lam: float, center, xi):
-    """L⁻ᵀ ξ with L Lᵀ = H(θ̄) = Σ_i w_i μ̇(x_iᵀθ̄) x_i x_iᵀ + λI at ``center`` θ̄: a draw of N(0, H⁻¹) from
-    ξ ~ N(0, I) (GLM-TSL's sample minus its centre, before the scale a)."""
+def _hessian_cholesky(code: int, x, w, lam: float, center):
+    """L, in the lower triangle, with L Lᵀ = H(θ̄) = Σ_i w_i μ̇(x_iᵀθ̄) x_i x_iᵀ + λI at ``center`` θ̄."""
     v = x @ center
     curvature = np.empty(x.shape[0])
     for i in range(x.shape[0]):
         curvature[i] = w[i] * dmean(code, v[i])
     h = _weighted_gram(x, np.ascontiguousarray(x.T), curvature, lam, np.empty((x.shape[1], x.shape[0])))
     _cholesky(h)
+    return h
+
+
+@njit(cache=True)
+def thompson_step(code: int, x, w, lam: float, center, xi):
+    """L⁻ᵀ ξ with L Lᵀ = H(θ̄) (:func:`_hessian_cholesky`): a draw of N(0, H⁻¹) from ξ ~ N(0, I) (GLM-TSL's
+    sample minus its centre, before the scale a)."""
+    h = _hessian_cholesky(code, x, w, lam, center)
     step = np.empty(x.shape[1])
     _solve_upper(h, xi, step)
     return step
+
+
+@njit(cache=True)
+def thompson_factor(code: int, x, w, lam: float, center, contexts):
+    """F = X L⁻ᵀ for the round's ``contexts`` X: GLM-TSL's scores X θ̃ = X θ̄ + a F ξ, ξ ~ N(0, I), the law of its
+    choice given the history (:mod:`nlbandit.host.propensity`)."""
+    h = _hessian_cholesky(code, x, w, lam, center)
+    factor = np.empty(contexts.shape)
+    for a in range(contexts.shape[0]):
+        _solve_lower(h, contexts[a], factor[a])
+    return factor
 
 
 @njit(cache=True)

@@ -36,12 +36,16 @@ class HostRound(NamedTuple):
       update: ``update(params, state, draws, contexts, arm, reward, t) -> state``.
       act_draws, update_draws: one round key → the tuple of arrays that ``act`` / ``update`` read as
         ``draws`` (the jitted policy's draws from that key); None when the step draws nothing.
+      law: for a Thompson-type policy, ``law(params, state, contexts) -> (μ, F, c)``: its scores given the
+        history are μ + c F ξ with ξ ~ N(0, I) (the agent estimates the probability of its choice from one
+        block of draws, :mod:`nlbandit.host.propensity`); None for the others.
     """
 
     act: Callable[..., Round]
     update: Callable[..., Any]
     act_draws: Callable[[jax.Array], tuple] | None
     update_draws: Callable[[jax.Array], tuple] | None
+    law: Callable[..., tuple] | None = None
 
 
 def tie_word(key: jax.Array) -> tuple:

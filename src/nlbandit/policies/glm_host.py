@@ -106,7 +106,12 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         theta = center + params.a * glm.thompson_step(code, rows.x, n, lam, center, draws[0])
         return state._replace(rows=rows, center=center, theta=theta)
 
-    return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d))
+    def law(params, state, contexts):  # scores X θ̄ + a X L⁻ᵀ ξ
+        rows = state.rows
+        factor = glm.thompson_factor(code, rows.x, rows.n, float(params.lam), state.center, contexts)
+        return contexts @ state.center, factor, float(params.a)
+
+    return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d), law)
 
 
 def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:

@@ -57,7 +57,10 @@ def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         arm, _ = exploration.greedy_choice(tie_word, scores, mask)
         return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
 
-    return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None)
+    def law(params, state, contexts):  # scores X θ̂ + v X L z
+        return contexts @ (state.b @ state.v_inv), contexts @ np.linalg.cholesky(state.v_inv), float(params.v)
+
+    return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None, law)
 
 
 @functools.lru_cache(maxsize=None)
