@@ -183,13 +183,15 @@ def test_estimated_probabilities_match_the_choice_frequency(numpy_round):
 
 @pytest.mark.parametrize("name, hyper", [
     ("glm-tsl", {"warmup_rounds": 4}), ("glm-fpl", {"warmup_rounds": 4}),
+    ("glm-fpl", {"warmup_rounds": 4, "link": "identity"}),
     pytest.param("rep-glm-fpl", {"explore_fraction": 0.05}, marks=pytest.mark.slow)])  # 8–13 s: its Newton redraws
 def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, hyper):
     """GLM-TSL samples θ̃ and GLM-FPL / repGLM-FPL fit perturbed rewards in their update, so redrawing
     ``act`` alone would report probability 1: the estimate redraws through the policy's ``resample``. Its
     estimates match the frequencies of the next decision over 2,000 replays of the last update with other
-    keys (each replay then deciding with its own key), through the jitted policy: for GLM-TSL, the host round's
-    Gaussian score law is checked against the jitted update's draws; 5 standard errors of both plus 0.01."""
+    keys (each replay then deciding with its own key), through the jitted policy: for GLM-TSL and GLM-FPL with
+    the identity link, the host round's Gaussian score law is checked against the jitted update's draws; 5
+    standard errors of both plus 0.01."""
     env, draws, replays = _env(), 1000, 2000
     agent = Agent(name, d=D, k=K, horizon=100, seed=6, estimate_draws=draws, **hyper)
     _play(agent, env, 6, 20)
@@ -199,7 +201,8 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     last = agent.decide(x)
     agent.reward(last.event_id, 1.0)
     batch = agent.decide_batch(np.repeat(x[None], 10, axis=0))
-    how = "antithetic Gaussian draws" if name == "glm-tsl" else "redraws"  # GLM-TSL: its host round's law
+    gaussian = name == "glm-tsl" or hyper.get("link") == "identity"  # a host round's Gaussian score law
+    how = "antithetic Gaussian draws" if gaussian else "redraws"
     assert all(d.method.startswith(f"estimate: {draws} {how}") for d in batch)
 
     policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)

@@ -209,6 +209,29 @@ def thompson_factor(code: int, x, w, lam: float, center, contexts):
 
 
 @njit(cache=True)
+def perturbed_fit_law(x, n, y, lam: float, contexts):
+    """(mean, factor) of the identity-link perturbed fit's scores (GLM-FPL's law given the history): the fit
+    θ̃ = G⁻¹Xᵀ(y + a√N ξ), G = XᵀNX + λI, gives contexts·θ̃ = mean + a·factor·ζ with ζ ~ N(0, I_d), the factor
+    a rank-d square root of Cov = G⁻¹XᵀNXG⁻¹ = G⁻¹ − λG⁻², by Cholesky with a 1e-12 relative jitter (Cov is
+    singular while some direction has no pull)."""
+    k, d = x.shape
+    chol = _weighted_gram(x, np.ascontiguousarray(x.T), n, lam, np.empty((d, k)))
+    _cholesky(chol)
+    inverse, unit, half = np.empty((d, d)), np.zeros(d), np.empty(d)
+    for i in range(d):
+        unit[i] = 1.0
+        _solve_lower(chol, unit, half)
+        _solve_upper(chol, half, inverse[:, i])
+        unit[i] = 0.0
+    cov = inverse - lam * (inverse @ inverse)
+    jitter = 1e-12 * max(np.max(np.diag(cov)), 1e-300)
+    for i in range(d):
+        cov[i, i] += jitter
+    _cholesky(cov)
+    return contexts @ (inverse @ (x.T @ y)), contexts @ np.tril(cov)
+
+
+@njit(cache=True)
 def optimistic_scores(code: int, mean_scale: bool, contexts, theta, inverse, alpha: float):
     """(scores, bonuses) of the optimistic GLM index: bonus_x = α‖x‖_{M⁻¹} (``inverse`` = M⁻¹, symmetric;
     negative rounding clipped to 0) and score μ(xᵀθ) + bonus (``mean_scale``) or xᵀθ + bonus."""

@@ -116,7 +116,9 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 
 def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_fpl` (constant scale a, per-arm statistics): θ̃ = the Newton MLE of
-    the reward sums perturbed by a √N_k ξ_k, warm-started at the previous θ̃; play argmax_x xᵀθ̃."""
+    the reward sums perturbed by a √N_k ξ_k, warm-started at the previous θ̃; play argmax_x xᵀθ̃. With the
+    identity link the fit is linear in the perturbation, so its score law is Gaussian (``law``); with other
+    links the agent redraws the fit."""
     code = glm.LINK_CODES[config["link"]]
 
     def update(params, state, draws, contexts, arm, reward, t):
@@ -125,7 +127,13 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         theta = glm.newton_solve(code, rows.x, n, targets, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
         return state._replace(rows=rows, theta=theta)
 
-    return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k))
+    def law(params, state, contexts):  # identity link: the fit is linear in the perturbation, exactly Gaussian
+        rows = state.rows
+        mean, factor = glm.perturbed_fit_law(rows.x, rows.n, rows.y, float(params.lam), contexts)
+        return mean, factor, float(params.a)
+
+    return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k),
+                     law if config["link"] == "identity" else None)
 
 
 def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):
