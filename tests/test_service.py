@@ -434,3 +434,45 @@ def test_a_horizon_free_service_grows_and_recovers(tmp_path, monkeypatch):
     for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     reopened.close()
+
+
+def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(service):
+    from nlbandit.service.app import check_binding
+
+    with TestClient(create_app(service, token="s3cret")) as c:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            r = c.post("/decide", json={"contexts": _contexts(0)}, headers=headers)
+            assert r.status_code == 401 and "token" in r.json()["error"]
+            assert c.get("/health", headers=headers).status_code == 401
+        ok = {"Authorization": "Bearer s3cret"}
+        assert c.post("/decide", json={"contexts": _contexts(0)}, headers=ok).status_code == 200
+        assert c.get("/health", headers=ok).json()["rounds"] == 1  # refused requests changed nothing
+    with pytest.raises(ConfigError, match="binding '0.0.0.0' .* needs a token"):
+        check_binding("0.0.0.0", None)
+    check_binding("0.0.0.0", "s3cret"), check_binding("127.0.0.1", None)
+
+
+def test_metrics_in_prometheus_text_beside_json(client):
+    client.post("/decide", json={"contexts": _contexts(0)})
+    assert client.get("/metrics").json()["counts"] == {"decide": 1}
+    text = client.get("/metrics", headers={"Accept": "text/plain;version=0.0.4"}).text
+    assert 'nlbandit_requests_total{outcome="decide"} 1' in text and "nlbandit_rounds 1" in text
+    assert "# TYPE nlbandit_decide_latency_ms summary" in text and 'quantile="0.99"' in text
+    assert client.get("/metrics?format=prometheus").text == client.get("/metrics", headers={"Accept": "text/plain"}).text
+
+
+def test_the_journal_keeps_each_decisions_probability(client, service):
+    client.post("/decide", json={"contexts": _contexts(0)})
+    client.post("/decide_batch", json={"contexts": [_contexts(1), _contexts(2)]})
+    service.journal.sync()
+    records = read_journal(service.folder / "journal.log", service.folder_id).records
+    assert records[0]["p"] == 1.0 and records[1]["p"] == [1.0, 1.0]  # lin-ucb: exact, greedy
+
+
+def test_serve_refuses_a_public_address_without_a_token_before_touching_the_folder(tmp_path, capsys, monkeypatch):
+    from nlbandit.cli import main
+
+    monkeypatch.delenv("NLBANDIT_SERVE_TOKEN", raising=False)
+    args = ["serve", str(tmp_path / "s"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
+    assert main(args) == 2
+    assert "needs a token" in capsys.readouterr().err and not (tmp_path / "s").exists()

@@ -106,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--seed", type=int, default=0, help="seed of the agent's random streams (default 0)")
     srv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a policy hyperparameter (VALUE as in TOML: 0.1, 25, \"history\", true); repeatable")
-    srv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    srv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; any other "
+                     "address needs a token)")
+    srv.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request "
+                     "(default: $NLBANDIT_SERVE_TOKEN; needed to bind a non-loopback address)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots")
     lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
@@ -320,7 +323,7 @@ def _serve(args: argparse.Namespace) -> int:
                     raise ConfigError(f"serve: --set {item!r}: VALUE must be a TOML value (0.1, 25, \"text\", "
                                       "true)") from None
             config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed, **hyper)
-        serve(args.folder, config, args.host, args.port, args.snapshot_every)
+        serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token)
     except (ConfigError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -168,7 +168,7 @@ class Service:
         contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
         decision = self._agent_call(self.agent.decide, contexts, mask)
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
-                      "arm": decision.arm})
+                      "arm": decision.arm, "p": _finite_or_none(decision.probability)})
         self.counts["decide"] += 1
         return _decision_json(decision)
 
@@ -177,7 +177,8 @@ class Service:
         contexts, masks = _array(body, "contexts", 3), _optional_mask(body, "masks", 2)
         decisions = self._agent_call(self.agent.decide_batch, contexts, masks)
         self._record({"op": "decide_batch", "x": encode_array(contexts),
-                      "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions]})
+                      "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions],
+                      "p": [_finite_or_none(d.probability) for d in decisions]})
         self.counts["decide"] += len(decisions)
         return {"decisions": [_decision_json(d) for d in decisions]}
 
@@ -352,11 +353,14 @@ def _replay(agent: Agent, record: dict[str, Any], index: int) -> None:
                           "nlbandit or JAX version?)")
 
 
+def _finite_or_none(v: float) -> float | None:
+    """``v``, or None where it is NaN or infinite (JSON has neither)."""
+    return v if math.isfinite(v) else None
+
+
 def _decision_json(d) -> dict[str, Any]:
-    def num(v: float) -> float | None:
-        return v if math.isfinite(v) else None  # JSON has no NaN
-    return {"event_id": d.event_id, "arm": d.arm, "probability": num(d.probability), "method": d.method,
-            "score": num(d.score), "bonus": num(d.bonus)}
+    return {"event_id": d.event_id, "arm": d.arm, "probability": _finite_or_none(d.probability), "method": d.method,
+            "score": _finite_or_none(d.score), "bonus": _finite_or_none(d.bonus)}
 
 
 def parse_json(data: bytes) -> Any:
@@ -430,13 +434,67 @@ def _number(r: dict, name: str, where: str) -> float:
     return float(v)
 
 
-def create_app(service: Service, max_body: int = MAX_BODY):
-    """The ASGI application (Starlette) serving ``service``."""
+TOKEN_VARIABLE = "NLBANDIT_SERVE_TOKEN"
+"""The environment variable ``nlbandit serve`` reads its token from when ``--token`` is not given."""
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+"""The addresses ``nlbandit serve`` binds without a token (only this machine can reach them)."""
+
+
+def check_binding(host: str, token: str | None) -> None:
+    """Refuse to bind a non-loopback ``host`` without a token (anyone who can reach it could decide and reward).
+
+    Raises:
+      ConfigError: naming the two ways to give one.
+    """
+    if host not in LOOPBACK and not token:
+        raise ConfigError(f"serve: binding {host!r} (not loopback) needs a token: --token TOKEN or ${TOKEN_VARIABLE}; "
+                          "clients then send 'Authorization: Bearer TOKEN'")
+
+
+def prometheus_text(service: Service) -> str:
+    """:meth:`Service.metrics` and the agent's counters in the Prometheus text exposition format (0.0.4)."""
+    m, a = service.metrics(), service.agent
+    lines = ["# HELP nlbandit_requests_total Requests answered, by outcome.", "# TYPE nlbandit_requests_total counter"]
+    lines += [f'nlbandit_requests_total{{outcome="{kind}"}} {count}' for kind, count in sorted(m["counts"].items())]
+    for name, value, help_text in (("journal_records", m["journal_records"], "Records in the journal."),
+                                   ("rounds", a.rounds, "Decisions made."), ("rewarded", a.rewarded, "Rewards learnt."),
+                                   ("pending", len(a.pending), "Decisions awaiting their reward.")):
+        lines += [f"# HELP nlbandit_{name} {help_text}", f"# TYPE nlbandit_{name} gauge", f"nlbandit_{name} {value}"]
+    lines += ["# HELP nlbandit_decide_latency_ms Decide latency over the last 10,000 requests (agent and journal).",
+              "# TYPE nlbandit_decide_latency_ms summary"]
+    lines += [f'nlbandit_decide_latency_ms{{quantile="0.{q[1:]}"}} {v}' for q, v in m["decide_latency_ms"].items()
+              if q != "n"]
+    lines.append(f"nlbandit_decide_latency_ms_count {m['decide_latency_ms']['n']}")
+    return "\n".join(lines) + "\n"
+
+
+def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = None):
+    """The ASGI application (Starlette) serving ``service``; with ``token``, every request must carry
+    ``Authorization: Bearer <token>`` (else 401)."""
+    import hmac
+
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
+    from starlette.middleware import Middleware
     from starlette.requests import ClientDisconnect, Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
+
+    class Authorize:
+        """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>``."""
+
+        def __init__(self, app):
+            self.app, self.expected = app, f"Bearer {token}".encode()
+
+        async def __call__(self, scope, receive, send):
+            given = dict(scope.get("headers", ())).get(b"authorization", b"")
+            if scope["type"] == "http" and not hmac.compare_digest(given, self.expected):
+                service.counts["error 401"] += 1
+                refusal = JSONResponse({"error": "missing or wrong token: send 'Authorization: Bearer TOKEN'"},
+                                       status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await refusal(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
 
     async def body_of(request: Request) -> Any:
         size = request.headers.get("content-length")
@@ -472,7 +530,10 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
 
-    async def metrics(request: Request) -> JSONResponse:
+    async def metrics(request: Request):
+        accept = request.headers.get("accept", "")
+        if "text/plain" in accept or "openmetrics" in accept or request.query_params.get("format") == "prometheus":
+            return PlainTextResponse(prometheus_text(service), media_type="text/plain; version=0.0.4")
         return JSONResponse(service.metrics())
 
     @contextlib.asynccontextmanager
@@ -484,12 +545,15 @@ def create_app(service: Service, max_body: int = MAX_BODY):
                              Route("/decide_batch", handler(service.decide_batch), methods=["POST"]),
                              Route("/reward", handler(service.reward), methods=["POST"]),
                              Route("/health", health), Route("/metrics", metrics)],
-                     lifespan=lifespan)
+                     lifespan=lifespan, middleware=[] if token is None else [Middleware(Authorize)])
 
 
 def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = "127.0.0.1", port: int = 8000,
-          snapshot_every: int = 1000, max_body: int = MAX_BODY) -> None:
-    """Open (or create) the service of ``folder`` and serve it with uvicorn until interrupted."""
+          snapshot_every: int = 1000, max_body: int = MAX_BODY, token: str | None = None) -> None:
+    """Open (or create) the service of ``folder`` and serve it with uvicorn until interrupted; ``token``
+    (default: ``$NLBANDIT_SERVE_TOKEN``) is required by every request, and by a non-loopback ``host``."""
+    token = token or os.environ.get(TOKEN_VARIABLE) or None
+    check_binding(host, token)
     try:
         import starlette  # noqa: F401
         import uvicorn
@@ -499,8 +563,10 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = 
 
     service = Service.open(folder, config, snapshot_every)
     print(f"nlbandit serve: {service.agent.config['name']} (d = {service.agent.spec.d}, k = {service.agent.spec.k}) "
-          f"from {folder}: recovered {service.recovered}; listening on http://{host}:{port}", flush=True)
-    uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="warning")
+          f"from {folder}: recovered {service.recovered}; listening on http://{host}:{port}"
+          + (" (requests need the token)" if token else ""), flush=True)
+    uvicorn.run(create_app(service, max_body, token), host=host, port=port, log_level="warning")
 
 
-__all__ = ["MAX_BODY", "RequestError", "Service", "agent_config", "create_app", "serve"]
+__all__ = ["LOOPBACK", "MAX_BODY", "RequestError", "Service", "TOKEN_VARIABLE", "agent_config", "check_binding",
+           "create_app", "prometheus_text", "serve"]
