@@ -484,6 +484,33 @@ class Agent:
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})
         return out
 
+    def counterfactual(self, contexts: Any, arm: int, mask: Any = None) -> tuple[int, np.ndarray]:
+        """For off-policy evaluation: this round's probability of each arm under the policy, without deciding,
+        then ``arm`` (chosen by another policy: a logged decision) recorded as the round's decision, kept until
+        its reward like the agent's own. Returns (its event id, the (K,) probabilities: the frequencies of
+        ``estimate_draws`` redraws of the decision, exact for a deterministic policy).
+
+        Raises:
+          ValueError: as :meth:`decide`; an ``arm`` that is not an available arm; ``estimate_draws`` = 0.
+        """
+        x, m = self._check_round(contexts, mask, "counterfactual")
+        if not isinstance(arm, (int, np.integer)) or isinstance(arm, bool) or not 0 <= arm < self.spec.k or not m[arm]:
+            raise ValueError(f"counterfactual: arm must be an available arm in 0..{self.spec.k - 1}, got {arm!r}")
+        if not self.estimate_draws:
+            raise ValueError("counterfactual: the probabilities are redraws; build the agent with estimate_draws >= 1")
+        resample = self._draws_in_update and self._rewarded > 0
+        if resample and self._resample is None:
+            raise ValueError(f"counterfactual: {self.policy.meta.name} draws its exploration while learning and has "
+                             "no redraw of it, so it has no probabilities to evaluate")
+        self._room(1, "counterfactual")
+        self._prepare(x, m)
+        self._learn()
+        t = self._t + 1
+        counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t, resample))
+        self._t = t
+        self._pending[t] = (x, int(arm))
+        return t, counts / counts.sum()
+
     def reward(self, event_id: int | Sequence[int], value: float | Sequence[float],
                variance_bound: float | Sequence[float] | None = None) -> None:
         """Learn the reward ``value`` of decision ``event_id``, or of each of a sequence of them (then

@@ -92,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
                           "classes, provenance).")
     data.add_argument("action", choices=("list", "path", "fetch", "info"))
     data.add_argument("name", nargs="?", default=None, help="data set (fetch, info)")
+    ev = sub.add_parser("evaluate", help="off-policy estimates of a candidate policy from a service's journal",
+                        description="Estimate a candidate policy's value from the decisions, probabilities and "
+                        "rewards a service logged (IPS, self-normalised IPS, doubly robust, with bootstrap "
+                        "intervals): the candidate learns from the log in its order (docs/online.md).")
+    ev.add_argument("folder", type=Path, help="the service's state folder")
+    ev.add_argument("--policy", required=True, help="the candidate: a registered policy name")
+    ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a candidate hyperparameter (VALUE as in TOML); repeatable")
+    ev.add_argument("--seed", type=int, default=0, help="the candidate's seed (default 0)")
+    ev.add_argument("--estimators", nargs="+", default=["ips", "snips", "dr"], help="among ips, snips, dr")
     srv = sub.add_parser("serve", help="serve an online agent over HTTP, its state durable in a folder",
                          description="Serve an online agent (decide / reward / decide_batch / health / metrics) "
                          "over HTTP. The folder keeps its configuration, write-ahead journal and snapshots: a "
@@ -257,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         return _data(args.action, args.name)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "evaluate":
+        return _evaluate(args)
     try:
         from nlbandit.experiments.executors import make_executor
         from nlbandit.experiments.plan import load_experiment
@@ -300,10 +312,42 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _serve(args: argparse.Namespace) -> int:
-    """``nlbandit serve``: the service of a state folder (created from the flags when new)."""
+def _hyperparameters(items: list[str], where: str) -> dict:
+    """``--set NAME=VALUE`` items as a dict (VALUE read as TOML)."""
     import tomllib
 
+    hyper = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"{where}: --set {item!r}: expected NAME=VALUE")
+        try:
+            hyper[name.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise ConfigError(f"{where}: --set {item!r}: VALUE must be a TOML value (0.1, 25, \"text\", "
+                              "true)") from None
+    return hyper
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """``nlbandit evaluate``: off-policy estimates of a candidate from a service folder's journal."""
+    from nlbandit.service.evaluate import evaluate_log
+
+    try:
+        result = evaluate_log(args.folder, args.policy, _hyperparameters(args.set, "evaluate"), seed=args.seed,
+                              estimators=tuple(args.estimators))
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.policy} on {result.events} logged rewarded decisions of {args.folder} ({result.skipped} without a "
+          f"logged probability skipped); the logging policy earned {result.logged_value:.4f} per decision")
+    for e in result.estimates:
+        print(f"  {e.name:6s} {e.value:.4f}  [{e.lo:.4f}, {e.hi:.4f}] ({e.level:.0%} bootstrap interval)")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``nlbandit serve``: the service of a state folder (created from the flags when new)."""
     from nlbandit.service.app import agent_config, serve
 
     try:
@@ -312,17 +356,8 @@ def _serve(args: argparse.Namespace) -> int:
         if any(v is not None for v in given) or args.set or args.horizon is not None:
             if any(v is None for v in given):
                 raise ConfigError("serve: a new agent needs all of --policy, --d and --k (--horizon is optional)")
-            hyper = {}
-            for item in args.set:
-                name, sep, value = item.partition("=")
-                if not sep or not name.strip():
-                    raise ConfigError(f"serve: --set {item!r}: expected NAME=VALUE")
-                try:
-                    hyper[name.strip()] = tomllib.loads(f"v = {value}")["v"]
-                except tomllib.TOMLDecodeError:
-                    raise ConfigError(f"serve: --set {item!r}: VALUE must be a TOML value (0.1, 25, \"text\", "
-                                      "true)") from None
-            config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed, **hyper)
+            config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed,
+                                  **_hyperparameters(args.set, "serve"))
         serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token)
     except (ConfigError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
