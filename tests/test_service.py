@@ -24,11 +24,12 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.service.app import Service, agent_config, create_app  # noqa: E402
-from nlbandit.service.journal import MAGIC, Journal, JournalDamaged, read_journal  # noqa: E402
+from nlbandit.service.journal import Journal, JournalDamaged, header_line, read_journal, segments  # noqa: E402
 
 D, K = 3, 4
 CONFIG = agent_config("lin-ucb", D, K, 1000, seed=5)
 OWNER = "0123456789abcdef0123456789abcdef"
+HEADER = len(header_line(OWNER))
 
 
 def _contexts(i: int) -> list[list[float]]:
@@ -155,7 +156,7 @@ def test_journal_cuts_off_a_torn_final_record_and_says_so(tmp_path, torn):
 
 DAMAGE = {  # (what is done to a good journal of 3 records, the message)
     "a flipped payload byte": (lambda b: b[:70] + bytes([b[70] ^ 1]) + b[71:], "fails its checksum"),
-    "a flipped length byte": (lambda b: b[:len(MAGIC) + 33] + bytes([b[len(MAGIC) + 33] ^ 4]) + b[len(MAGIC) + 34:],
+    "a flipped length byte": (lambda b: b[:HEADER] + bytes([b[HEADER] ^ 4]) + b[HEADER + 1:],
                               "frame header that fails its checksum"),
     "a flipped byte in the last record": (lambda b: b[:-3] + bytes([b[-3] ^ 1]) + b[-2:], "fails its checksum"),
     "garbage": (lambda b: bytes(range(256)) * 4, "not an nlbandit journal"),
@@ -458,7 +459,8 @@ def test_metrics_in_prometheus_text_beside_json(client):
     text = client.get("/metrics", headers={"Accept": "text/plain;version=0.0.4"}).text
     assert 'nlbandit_requests_total{outcome="decide"} 1' in text and "nlbandit_rounds 1" in text
     assert "# TYPE nlbandit_decide_latency_ms summary" in text and 'quantile="0.99"' in text
-    assert client.get("/metrics?format=prometheus").text == client.get("/metrics", headers={"Accept": "text/plain"}).text
+    plain = client.get("/metrics", headers={"Accept": "text/plain"}).text
+    assert client.get("/metrics?format=prometheus").text == plain
 
 
 def test_the_journal_keeps_each_decisions_probability(client, service):
@@ -476,3 +478,48 @@ def test_serve_refuses_a_public_address_without_a_token_before_touching_the_fold
     args = ["serve", str(tmp_path / "s"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
     assert main(args) == 2
     assert "needs a token" in capsys.readouterr().err and not (tmp_path / "s").exists()
+
+
+def test_the_journal_is_compacted_into_segments_after_each_snapshot(tmp_path, monkeypatch):
+    """snapshot_every = 5: the live journal keeps fewer than 5 records beyond its base, the segments hold the
+    rest in order; a restart recovers the same state, also after a crash between the segment's rename and the
+    new journal; a failed compaction keeps the old journal in use and says so."""
+    folder = tmp_path / "s"
+    service = _played(folder, rounds=12, snapshot_every=5)  # 24 records
+    kept = segments(folder, service.folder_id)
+    live = read_journal(folder / "journal.log", service.folder_id)
+    assert [(c.base, len(c.records)) for c in kept] == [(0, 5), (5, 5), (10, 5), (15, 5)]
+    assert (live.base, len(live.records)) == (20, 4)
+    reopened = Service.open(folder)
+    assert (reopened.agent.rounds, reopened.agent.rewarded, reopened.journal.records) == (12, 12, 24)
+    for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    reopened.close()
+
+
+def test_a_crash_between_a_compactions_rename_and_the_new_journal_recovers(tmp_path):
+    folder = tmp_path / "s"
+    service = _played(folder, rounds=10, snapshot_every=5)  # 20 records: the last snapshot compacted them all
+    assert len(read_journal(folder / "journal.log", service.folder_id).records) == 0
+    (folder / "journal.log").unlink()  # the state a crash leaves after the rename, before the new journal
+    reopened = Service.open(folder)
+    assert (reopened.agent.rounds, reopened.agent.rewarded, reopened.journal.base) == (10, 10, 20)
+    reopened.close()
+
+
+def test_a_failed_compaction_keeps_the_journal_in_use(client, service, monkeypatch):
+    from nlbandit.service import journal as journal_module
+
+    real = journal_module.Journal.open
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal_module.Journal, "open", full)
+    for i in range(5):  # the fifth record is due a snapshot, then a compaction
+        assert client.post("/decide", json={"contexts": _contexts(i)}).status_code == 200
+    assert "compaction after record 5 failed" in client.get("/health").json()["snapshot_error"]
+    monkeypatch.setattr(journal_module.Journal, "open", real)
+    assert client.post("/decide", json={"contexts": _contexts(5)}).status_code == 200
+    service.journal.sync()
+    assert len(read_journal(service.folder / "journal.log", service.folder_id).records) == 6  # nothing moved

@@ -26,7 +26,7 @@ def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
     return path
 
 
@@ -40,7 +40,7 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], compress: bool = False)
     return write_with(path, lambda f: (np.savez_compressed if compress else np.savez)(f, **arrays))
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (where the platform can open folders)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

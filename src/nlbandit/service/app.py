@@ -11,7 +11,11 @@ State folder (one per service, held by one process at a time):
   record is on disk;
 * ``snapshot.npz``: the agent saved (:meth:`~nlbandit.agent.Agent.save`, atomic) every ``snapshot_every``
   journal records, with the number of records it includes and the folder's id (a snapshot or journal copied
-  from another folder is refused).
+  from another folder is refused);
+* ``segments/journal-<first>-<last>.log``: after each snapshot the journal's records move here (a rename) and
+  ``journal.log`` starts again after them, so start-up replays at most ``snapshot_every`` records and the live
+  journal does not grow without bound; the segments are the decision log that ``nlbandit evaluate`` reads
+  (delete old ones to reclaim space: nothing else needs them).
 
 Start-up checks the whole journal and the snapshot before it changes anything: damage to the journal other
 than a torn final record, a snapshot that covers more records than the journal holds, or files of another
@@ -61,7 +65,7 @@ import numpy as np
 from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward, UnknownEvent
 from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
-from nlbandit.service.journal import Journal, decode_array, encode_array, read_journal
+from nlbandit.service.journal import Journal, compact, decode_array, encode_array, read_journal, segments
 
 MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
@@ -86,8 +90,9 @@ class Service:
     """An agent, its journal and its snapshots in a state folder (module docstring); :meth:`open` builds one."""
 
     def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int, lock: int, folder_id: str,
-                 recovered: str):
+                 recovered: str, compact: bool = True):
         self.folder, self.agent, self.journal, self.snapshot_every = folder, agent, journal, snapshot_every
+        self.compact = compact  # move the journal's records into a segment after each snapshot
         self._lock, self.folder_id, self.recovered = lock, folder_id, recovered
         self._snapshot_at = agent.meta.get("journal_records", 0)
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
@@ -147,18 +152,22 @@ class Service:
         fresh = _warm_up(config)  # also checks the configuration before it is stored
         journal_path, snapshot_path = folder / "journal.log", folder / "snapshot.npz"
         contents = read_journal(journal_path, folder_id)  # checked whole before anything is written
+        compacted = segments(folder, folder_id)
+        base = contents.base if contents.base is not None else (
+            compacted[-1].base + len(compacted[-1].records) if compacted else 0)
         agent = _load_snapshot(snapshot_path, folder_id, fresh) if snapshot_path.exists() else fresh
         start = agent.meta.get("journal_records", 0)
-        if start > len(contents.records):
-            raise ConfigError(f"{folder}: the snapshot includes {start} journal records but the journal holds "
-                              f"{len(contents.records)}; the journal was truncated or replaced. Nothing was changed")
-        for i, record in enumerate(contents.records[start:], start + 1):
+        if not base <= start <= base + len(contents.records):
+            raise ConfigError(f"{folder}: the snapshot includes {start} journal records but the journal holds records "
+                              f"{base + 1}..{base + len(contents.records)}; the journal or the snapshot was replaced. "
+                              "Nothing was changed")
+        for i, record in enumerate(contents.records[start - base:], start + 1):
             _replay(agent, record, i)
         if not stored.exists():
             write_bytes(stored, json.dumps({**config, "folder_id": folder_id}, indent=1).encode())
-        journal, contents = Journal.open(journal_path, folder_id)
-        recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({len(contents.records)} journal "
-                     f"records, {start} of them in the snapshot)")
+        journal, contents = Journal.open(journal_path, folder_id, base)
+        recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({base + len(contents.records)} journal "
+                     f"records, {start} of them in the snapshot, {base} in {len(compacted)} compacted segments)")
         if contents.torn:
             recovered += f"; cut off the journal's torn final record, never acknowledged: {contents.torn}"
         return cls(folder, agent, journal, snapshot_every, lock, folder_id, recovered)
@@ -254,6 +263,11 @@ class Service:
             self.counts["snapshot failed"] += 1
             return False
         self._snapshot_at, self.snapshot_error = self.journal.records, None
+        if self.compact and not self.journal.syncing():  # else at the next snapshot
+            try:
+                self.journal = compact(self.journal, self.folder_id)
+            except OSError as e:
+                self.snapshot_error = f"the journal's compaction after record {self.journal.records} failed: {e}"
         return True
 
     def health(self) -> dict[str, Any]:

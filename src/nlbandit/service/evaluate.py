@@ -1,10 +1,10 @@
 """``nlbandit evaluate``: off-policy estimates of a candidate policy's value from a service's own journal.
 
-The journal (:mod:`nlbandit.service.journal`) holds every decision with its contexts, arm and probability, and
-every reward, in the order the service saw them. :func:`evaluate_log` replays it through a fresh candidate
-agent in that order: at each logged decision the candidate gives its probabilities of every arm
-(:meth:`~nlbandit.agent.Agent.counterfactual`, having learnt exactly the rewards the service had received by
-then), and the logged arm is recorded as its decision; at each logged reward the candidate learns it. A
+The journal (:mod:`nlbandit.service.journal`) and its compacted segments hold every decision with its contexts,
+arm and probability, and every reward, in the order the service saw them. :func:`evaluate_log` replays them
+through a fresh candidate agent in that order: at each logged decision the candidate gives its probabilities
+of every arm (:meth:`~nlbandit.agent.Agent.counterfactual`, having learnt exactly the rewards the service had
+received by then), and the logged arm is recorded as its decision; at each logged reward the candidate learns it. A
 decision whose reward arrived counts once: the estimators of :mod:`nlbandit.replay.estimators` (IPS,
 self-normalised IPS, doubly robust) weigh its reward by π_t(a_t) / p_t, π_t the candidate as trained on the
 log before round t. What is estimated is therefore the value of the candidate *learning from the logged
@@ -25,7 +25,7 @@ import numpy as np
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimate
-from nlbandit.service.journal import decode_array, read_journal
+from nlbandit.service.journal import decode_array, read_journal, segments
 
 
 class Evaluation(NamedTuple):
@@ -66,7 +66,8 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
         raise ConfigError(f"evaluate: estimators must be among {', '.join(ESTIMATORS)}, got {list(estimators)}")
     d, k = config["d"], config["k"]
     candidate = Agent(policy, d, k, None, seed, estimate_draws=estimate_draws, **(hyperparameters or {}))
-    records = read_journal(folder / "journal.log", config["folder_id"]).records
+    records = [r for segment in segments(folder, config["folder_id"]) for r in segment.records]  # compacted first
+    records += read_journal(folder / "journal.log", config["folder_id"]).records
     model_a, model_b = np.eye(d) * ridge, np.zeros(d)  # the DR reward model's ridge statistics
     events: dict[int, tuple] = {}  # event id -> (logged arm, its probability, candidate's row, model's row)
     rows: list[tuple] = []

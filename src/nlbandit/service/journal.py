@@ -1,7 +1,8 @@
 """The service's write-ahead journal: every accepted decision and reward, in the order the agent saw them.
 
-One append-only file: a header line naming the format and the state folder that owns the journal
-(``nlbandit journal 2 <folder id>``), then framed records. A frame is a 12-byte header (payload length,
+One append-only file: a header line naming the format, the state folder that owns the journal and the number
+of records before its first one (``nlbandit journal 2 <folder id> <base>``; a journal continues where the
+segment compacted before it ended, :func:`compact`), then framed records. A frame is a 12-byte header (payload length,
 CRC-32 of the payload, CRC-32 of those 8 bytes; little-endian uint32 each) and a JSON payload. A record is
 written (``os.write`` on an ``O_APPEND`` descriptor) before the agent acts on it, and :meth:`Journal.durable`
 returns once ``fdatasync`` has covered it; the service replies only after that, so an event a client saw
@@ -33,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nlbandit.atomic import write_bytes
+from nlbandit.atomic import sync_folder, write_bytes
 from nlbandit.core.hyper import ConfigError
 
 MAGIC = b"nlbandit journal 2 "
@@ -52,11 +53,13 @@ class JournalContents(NamedTuple):
       records: the complete records, in order.
       end: the byte length they span (with the header line).
       torn: a description of the torn final record after ``end`` (None if the file ends at ``end``).
+      base: the number of records before the first (0 for a journal never compacted; None for no file).
     """
 
     records: list[dict[str, Any]]
     end: int
     torn: str | None
+    base: int | None = None
 
 
 def encode_array(a: np.ndarray) -> dict[str, Any]:
@@ -70,9 +73,9 @@ def decode_array(value: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(value["data"]), np.dtype(value["dtype"])).reshape(value["shape"]).copy()
 
 
-def header_line(owner: str) -> bytes:
-    """The header line of the journal of the state folder whose id is ``owner``."""
-    return MAGIC + owner.encode() + b"\n"
+def header_line(owner: str, base: int = 0) -> bytes:
+    """The header line of a journal of the state folder whose id is ``owner``, starting after ``base`` records."""
+    return MAGIC + f"{owner} {base}\n".encode()
 
 
 def read_journal(path: Path, owner: str) -> JournalContents:
@@ -85,37 +88,40 @@ def read_journal(path: Path, owner: str) -> JournalContents:
     """
     if not path.exists():
         return JournalContents([], 0, None)
-    data, header = path.read_bytes(), header_line(owner)
-    if len(data) < len(header) and header.startswith(data):
+    data, mine = path.read_bytes(), MAGIC + owner.encode() + b" "
+    newline = data.find(b"\n", 0, len(mine) + 21)
+    if newline < 0 and len(data) < len(mine) + 21 and (data.startswith(mine) or mine.startswith(data)):
         return JournalContents([], 0, f"a header line cut short ({len(data)} bytes)" if data else None)
-    if not data.startswith(header):
-        found = data[:len(header)].split(b"\n")[0]
-        what = (f"the journal of another state folder ({found[len(MAGIC):].decode(errors='replace')!r}), copied here?"
-                if data.startswith(MAGIC) else f"not an nlbandit journal of format 2 (it starts with {found[:40]!r})")
+    line = data[:newline] if newline >= 0 else data[:len(mine) + 21]
+    if not line.startswith(mine) or not line[len(mine):].isdigit():
+        what = (f"the journal of another state folder ({line[len(MAGIC):].decode(errors='replace')!r}), copied here?"
+                if line.startswith(MAGIC) else f"not an nlbandit journal of format 2 (it starts with {line[:40]!r})")
         raise JournalDamaged(f"{path}: {what}; it is left as it is. Restore this folder's own journal, or move "
                              "the file away to start the folder from its snapshot alone")
+    base, header = int(line[len(mine):]), line + b"\n"
     records, at = [], len(header)
     while at < len(data):
         if len(data) - at < _FRAME.size:
-            return JournalContents(records, at, f"a frame header cut short ({len(data) - at} bytes at offset {at})")
+            return JournalContents(records, at, f"a frame header cut short ({len(data) - at} bytes at offset {at})",
+                                   base)
         length, crc, header_crc = _FRAME.unpack_from(data, at)
         if zlib.crc32(data[at:at + 8]) != header_crc:
             _damaged(path, at, len(records), "a frame header that fails its checksum")
         start, stop = at + _FRAME.size, at + _FRAME.size + length
         if stop > len(data):
             return JournalContents(records, at, f"a record of {length} bytes cut short at {len(data) - start} "
-                                                f"(offset {at})")
+                                                f"(offset {at})", base)
         payload = data[start:stop]
         if zlib.crc32(payload) != crc:
             if stop == len(data) and b"\x00" in payload:
-                return JournalContents(records, at, f"a final record not yet written (NUL bytes, offset {at})")
+                return JournalContents(records, at, f"a final record not yet written (NUL bytes, offset {at})", base)
             _damaged(path, at, len(records), "a record that fails its checksum")
         try:
             records.append(json.loads(payload))
         except ValueError:
             _damaged(path, at, len(records), "a record that is not JSON")
         at = stop
-    return JournalContents(records, at, None)
+    return JournalContents(records, at, None, base)
 
 
 def _damaged(path: Path, at: int, good: int, what: str) -> None:
@@ -127,28 +133,30 @@ def _damaged(path: Path, at: int, good: int, what: str) -> None:
 class Journal:
     """An append-only journal file with group-committed ``fdatasync`` (module docstring)."""
 
-    def __init__(self, path: Path, fd: int, records: int):
-        self.path, self._fd, self.records = path, fd, records
+    def __init__(self, path: Path, fd: int, records: int, base: int):
+        self.path, self._fd, self.records, self.base = path, fd, records, base  # records: counted from the first
+        # ever (base included), so that a snapshot's count stays valid across compactions
         self._written = self._synced = 0  # counts of records written and known durable in this process
         self._sync: asyncio.Future | None = None
 
     @classmethod
-    def open(cls, path: Path, owner: str) -> tuple["Journal", JournalContents]:
-        """Open the journal at ``path`` of the folder whose id is ``owner`` (created, with its header line synced,
-        if missing), cutting off a torn final record; return it with what :func:`read_journal` found.
+    def open(cls, path: Path, owner: str, base: int = 0) -> tuple["Journal", JournalContents]:
+        """Open the journal at ``path`` of the folder whose id is ``owner`` (created after ``base`` records, with
+        its header line synced, if missing), cutting off a torn final record; return it with what
+        :func:`read_journal` found.
 
         Raises:
           JournalDamaged: :func:`read_journal` refused the file; nothing was changed.
         """
         contents = read_journal(path, owner)
         if contents.end == 0:
-            write_bytes(path, header_line(owner))
-            contents = contents._replace(end=len(header_line(owner)))
+            write_bytes(path, header_line(owner, base))
+            contents = contents._replace(end=len(header_line(owner, base)), base=base)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         if os.fstat(fd).st_size != contents.end:
             os.ftruncate(fd, contents.end)
             os.fsync(fd)
-        return cls(path, fd, len(contents.records)), contents
+        return cls(path, fd, contents.base + len(contents.records), contents.base), contents
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record (durable only once :meth:`durable` returns)."""
@@ -184,11 +192,57 @@ class Journal:
         os.fdatasync(self._fd)
         self._synced = self._written
 
+    def syncing(self) -> bool:
+        """Whether a group-committed sync is still running (the file must stay open until it ends)."""
+        return self._sync is not None and not self._sync.done()
+
     def close(self) -> None:
         """Sync and close the file."""
         os.fsync(self._fd)
         os.close(self._fd)
 
 
-__all__ = ["Journal", "JournalContents", "JournalDamaged", "MAGIC", "decode_array", "encode_array", "header_line",
-           "read_journal"]
+def segment_path(folder: Path, base: int, end: int) -> Path:
+    """Where :func:`compact` moves the records ``base + 1 .. end`` of ``folder``'s journal."""
+    return folder / "segments" / f"journal-{base:012d}-{end:012d}.log"
+
+
+def compact(journal: Journal, owner: str) -> Journal:
+    """Move ``journal``'s file (every record synced, none being synced) to its segment (:func:`segment_path`,
+    renamed: atomic) and return a new, empty journal at its path starting after its records. If the new
+    journal cannot be created, the file is moved back and ``journal`` stays in use (the error is raised); a
+    crash between the steps leaves no journal file beside the segment, from which a restart continues."""
+    folder, base, end = journal.path.parent, journal.base, journal.records
+    journal.sync()
+    target = segment_path(folder, base, end)
+    target.parent.mkdir(exist_ok=True)
+    os.replace(journal.path, target)  # the open descriptor follows the file
+    try:
+        fresh = Journal.open(journal.path, owner, end)[0]
+    except BaseException:
+        os.replace(target, journal.path)
+        raise
+    sync_folder(folder)
+    journal.close()
+    return fresh
+
+
+def segments(folder: Path, owner: str) -> list[JournalContents]:
+    """The compacted segments of ``folder``'s journal, in order, each checked (:func:`read_journal`) and
+    continuing the one before.
+
+    Raises:
+      JournalDamaged: a damaged segment, or a gap or overlap between two.
+    """
+    found, end = [], 0
+    for path in sorted((folder / "segments").glob("journal-*.log")):
+        contents = read_journal(path, owner)
+        if contents.torn or contents.base != end:
+            raise JournalDamaged(f"{path}: a compacted segment must be complete and start after record {end} "
+                                 f"(it starts after {contents.base}{'; ' + contents.torn if contents.torn else ''})")
+        found.append(contents)
+        end = contents.base + len(contents.records)
+    return found
+
+__all__ = ["Journal", "JournalContents", "JournalDamaged", "MAGIC", "compact", "decode_array", "encode_array",
+           "header_line", "read_journal", "segment_path", "segments"]
