@@ -39,12 +39,19 @@ def _logged(folder, logger="uniform", **hyper):
     return np.array(means)
 
 
-def test_every_estimator_recovers_a_learning_candidates_known_value(tmp_path):
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    """(folder, means) of one simulated log, shared by the tests."""
+    folder = tmp_path_factory.mktemp("log") / "s"
+    return folder, _logged(folder)
+
+
+def test_every_estimator_recovers_a_learning_candidates_known_value(log):
     """Uniform logging (p = 1/4, exact); the candidate lin-ucb learns from the log. Its value, known here from
     the environment's means, (1/n) Σ_t Σ_a π_t(a) μ_t(a), lies within each estimate's 95% bootstrap interval
     widened by half (a stated margin for the interval's own sampling error)."""
-    means = _logged(tmp_path / "s")
-    result = evaluate_log(tmp_path / "s", "lin-ucb", {"alpha": 0.5}, resamples=2000)
+    folder, means = log
+    result = evaluate_log(folder, "lin-ucb", {"alpha": 0.5}, resamples=2000)
     assert (result.events, result.skipped) == (ROUNDS, 0)
     truth = float(np.mean((result.target * means).sum(axis=1)))
     uniform = float(means.mean())
@@ -55,12 +62,12 @@ def test_every_estimator_recovers_a_learning_candidates_known_value(tmp_path):
         assert e.hi - e.lo < truth - uniform, (e, "the interval must resolve the candidate from the logger")
 
 
-def test_the_command_prints_the_estimates_and_refuses_bad_input(tmp_path, capsys):
-    _logged(tmp_path / "s")
-    assert main(["evaluate", str(tmp_path / "s"), "--policy", "lin-ucb", "--set", "alpha=0.5"]) == 0
+def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, capsys):
+    folder, _ = log
+    assert main(["evaluate", str(folder), "--policy", "lin-ucb", "--set", "alpha=0.5"]) == 0
     out = capsys.readouterr().out
     assert "lin-ucb on 1500 logged rewarded decisions" in out and "snips" in out and "bootstrap interval" in out
     assert main(["evaluate", str(tmp_path / "none"), "--policy", "lin-ucb"]) == 2
     assert "holds no service" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="estimators must be among"):
-        evaluate_log(tmp_path / "s", "lin-ucb", estimators=("bogus",))
+        evaluate_log(folder, "lin-ucb", estimators=("bogus",))
