@@ -523,3 +523,44 @@ def test_a_failed_compaction_keeps_the_journal_in_use(client, service, monkeypat
     assert client.post("/decide", json={"contexts": _contexts(5)}).status_code == 200
     service.journal.sync()
     assert len(read_journal(service.folder / "journal.log", service.folder_id).records) == 6  # nothing moved
+
+
+def test_the_status_page_shows_the_agent_and_its_activity_without_external_assets(client):
+    for i in range(6):
+        d = client.post("/decide", json={"contexts": _contexts(i)}).json()
+        client.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)})
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    text = page.text
+    assert "<b>lin-ucb</b> (d = 3, K = 4)" in text and "6 decisions" in text and "6 rewards learnt" in text
+    assert "Mean reward: 0.5000 (95% interval" in text and "6 rewards)" in text
+    assert text.count("<svg") == 3 and "<script" not in text
+    assert "http://" not in text and "https://" not in text and "src=" not in text  # nothing fetched
+
+
+def _browser() -> str | None:
+    import shutil
+
+    return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless browser (Debian: apt install chromium)")
+def test_the_status_page_renders_in_a_real_browser(tmp_path):
+    """A live service, a few rounds, and a headless browser's screenshot of GET / (kept in the test's folder)."""
+    folder, port = tmp_path / "s", _free_port()
+    proc = _start(folder, port, "--policy", "lin-ucb", "--d", str(D), "--k", str(K))
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            for i in range(20):
+                e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
+                c.post("/reward", json={"event_id": e, "value": float(i % 3 == 0)})
+        shot = tmp_path / "status.png"
+        done = subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                               "--window-size=1200,1400", f"http://127.0.0.1:{port}/"], capture_output=True,
+                              timeout=120)
+        assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()

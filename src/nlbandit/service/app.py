@@ -41,7 +41,8 @@ JSON numbers (no strings, booleans, NaN or infinities), within the agent's bound
 * ``GET /health`` → status, policy, rounds, rewards learnt, pending events, what start-up recovered, and the
   last snapshot failure (a failed snapshot costs nothing but time at the next start: the journal holds every
   record, and the request that triggered it is answered as usual);
-* ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles.
+* ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles;
+* ``GET /`` → the status page (:mod:`nlbandit.service.status`).
 
 Requests are served one at a time by the agent (it runs on the event loop between awaits), while their
 journal syncs overlap (group commit).
@@ -66,6 +67,7 @@ from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward,
 from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.service.journal import Journal, compact, decode_array, encode_array, read_journal, segments
+from nlbandit.service.status import Activity, render
 
 MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
@@ -98,6 +100,7 @@ class Service:
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
         self.snapshot_error: str | None = None  # why the last snapshot failed (None after one that succeeded)
         self.counts: Counter = Counter()
+        self.activity = Activity()  # what the status page shows
         self.latency: deque = deque(maxlen=10_000)  # seconds of the last decide requests (agent + sync)
 
     @classmethod
@@ -179,6 +182,7 @@ class Service:
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
                       "arm": decision.arm, "p": _finite_or_none(decision.probability)})
         self.counts["decide"] += 1
+        self.activity.decided([decision.arm])
         return _decision_json(decision)
 
     def decide_batch(self, body: Any) -> dict[str, Any]:
@@ -189,6 +193,7 @@ class Service:
                       "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions],
                       "p": [_finite_or_none(d.probability) for d in decisions]})
         self.counts["decide"] += len(decisions)
+        self.activity.decided([d.arm for d in decisions])
         return {"decisions": [_decision_json(d) for d in decisions]}
 
     def reward(self, body: Any) -> dict[str, Any]:
@@ -208,6 +213,7 @@ class Service:
         self._agent_call(self.agent.reward, ids, values, bounds if all(given) else None)
         self._record({"op": "reward", "ids": ids, "values": values, "bounds": bounds if all(given) else None})
         self.counts["reward"] += len(ids)
+        self.activity.rewarded(values)
         return {"accepted": len(ids)}
 
     def _record(self, record: dict[str, Any]) -> None:
@@ -491,7 +497,7 @@ def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = N
     from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
     from starlette.requests import ClientDisconnect, Request
-    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     class Authorize:
@@ -544,6 +550,9 @@ def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = N
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
 
+    async def status(request: Request) -> HTMLResponse:
+        return HTMLResponse(render(service.health(), service.metrics(), service.activity))
+
     async def metrics(request: Request):
         accept = request.headers.get("accept", "")
         if "text/plain" in accept or "openmetrics" in accept or request.query_params.get("format") == "prometheus":
@@ -558,7 +567,7 @@ def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = N
     return Starlette(routes=[Route("/decide", handler(service.decide), methods=["POST"]),
                              Route("/decide_batch", handler(service.decide_batch), methods=["POST"]),
                              Route("/reward", handler(service.reward), methods=["POST"]),
-                             Route("/health", health), Route("/metrics", metrics)],
+                             Route("/health", health), Route("/metrics", metrics), Route("/", status)],
                      lifespan=lifespan, middleware=[] if token is None else [Middleware(Authorize)])
 
 

@@ -1,0 +1,112 @@
+"""The service's status page (``GET /``): one server-rendered HTML page, no external assets, no script.
+
+What the service has seen since this process started (:class:`Activity`, fed by the request handlers):
+decisions and rewards per minute over the last hour, the arms chosen, the mean reward with its 95% normal
+interval, request rates and decide latencies; and the agent's own counters (decisions, rewards learnt,
+pending), which include what start-up recovered. Charts are inline SVG.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections import Counter, deque
+from typing import Any
+
+BUCKET_S = 60
+"""Seconds per bar of the time series."""
+BUCKETS = 60
+"""Bars kept (an hour)."""
+
+
+class Activity:
+    """Counts of decisions and rewards by minute, arms chosen, and the rewards' running mean and variance."""
+
+    def __init__(self, clock=time.time):
+        self.clock, self.started = clock, clock()
+        self.decisions: deque = deque(maxlen=BUCKETS)  # [minute, decisions, rewards]
+        self.arms: Counter = Counter()
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0  # Welford's running moments of the rewards
+
+    def _bucket(self) -> list:
+        minute = int(self.clock() // BUCKET_S)
+        if not self.decisions or self.decisions[-1][0] != minute:
+            self.decisions.append([minute, 0, 0])
+        return self.decisions[-1]
+
+    def decided(self, arms: list[int]) -> None:
+        """Count decisions that chose ``arms``."""
+        self._bucket()[1] += len(arms)
+        self.arms.update(arms)
+
+    def rewarded(self, values: list[float]) -> None:
+        """Count accepted rewards ``values``."""
+        self._bucket()[2] += len(values)
+        for v in values:
+            self.n += 1
+            delta = v - self.mean
+            self.mean += delta / self.n
+            self.m2 += delta * (v - self.mean)
+
+    def reward_interval(self) -> tuple[float, float, float] | None:
+        """(mean, low, high): the mean reward and its 95% normal interval; None before two rewards."""
+        if self.n < 2:
+            return None
+        half = 1.96 * math.sqrt(self.m2 / (self.n - 1) / self.n)
+        return self.mean, self.mean - half, self.mean + half
+
+
+def _bars(values: list[float], labels: list[str], width: int = 560, height: int = 120) -> str:
+    """An inline SVG bar chart."""
+    top = max(values, default=0) or 1
+    step = width / max(len(values), 1)
+    bars = "".join(f'<rect x="{i * step:.1f}" y="{height - v / top * height:.1f}" width="{max(step - 1, 1):.1f}" '
+                   f'height="{v / top * height:.1f}"><title>{html.escape(label)}: {v:g}</title></rect>'
+                   for i, (v, label) in enumerate(zip(values, labels)))
+    return f'<svg width="{width}" height="{height}" role="img" class="chart">{bars}</svg>'
+
+
+def render(health: dict[str, Any], metrics: dict[str, Any], activity: Activity) -> str:
+    """The status page of a service with ``health`` and ``metrics`` (:class:`~nlbandit.service.app.Service`)."""
+    up = max(activity.clock() - activity.started, 1e-9)
+    now = int(activity.clock() // BUCKET_S)
+    seen = {b[0]: b for b in activity.decisions}
+    minutes = [seen.get(m, [m, 0, 0]) for m in range(now - BUCKETS + 1, now + 1)]  # the last hour, zero-filled
+    labels = [time.strftime("%H:%M UTC", time.gmtime(b[0] * BUCKET_S)) for b in minutes]
+    decided, rewarded = _bars([b[1] for b in minutes], labels), _bars([b[2] for b in minutes], labels)
+    k = health["k"]
+    arms = _bars([activity.arms.get(a, 0) for a in range(k)], [f"arm {a}" for a in range(k)])
+    interval = activity.reward_interval()
+    reward = ("fewer than two rewards yet" if interval is None else
+              f"{interval[0]:.4f} (95% interval {interval[1]:.4f} to {interval[2]:.4f}, {activity.n} rewards)")
+    latency = metrics["decide_latency_ms"]
+    lat = ", ".join(f"{q} {latency[q]:.2f} ms" for q in ("p50", "p90", "p99") if q in latency) or "no decisions yet"
+    counts = metrics["counts"]
+    rows = "".join(f"<tr><td>{html.escape(kind)}</td><td>{n}</td><td>{n / up:.2f}</td></tr>"
+                   for kind, n in sorted(counts.items()))
+    status = html.escape(str(health["status"]))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>nlbandit serve: {html.escape(health['policy'])}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:62em}} .chart rect{{fill:#3b6ea5}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}
+.bad{{color:#b00}}</style></head>
+<body>
+<h1>nlbandit serve</h1>
+<p>Agent <b>{html.escape(health['policy'])}</b> (d = {health['d']}, K = {k}): status
+<span class="{'bad' if status != 'ok' else ''}">{status}</span>; {health['rounds']} decisions,
+{health['rewarded']} rewards learnt, {health['pending']} pending. Recovered at start-up:
+{html.escape(str(health['recovered']))}.{' Last snapshot failure: ' + html.escape(health['snapshot_error'])
+                                        if health.get('snapshot_error') else ''}</p>
+<h2>Since this process started ({up / 60:.1f} min)</h2>
+<p>Mean reward: {reward}.</p>
+<h3>Decisions per minute (the last hour, UTC)</h3>{decided}
+<h3>Rewards per minute</h3>{rewarded}
+<h3>Arms chosen</h3>{arms}
+<h3>Requests</h3><table><tr><th>outcome</th><th>count</th><th>per second</th></tr>{rows}</table>
+<p>Decide latency (agent and journal sync, last 10,000): {lat}.</p>
+</body></html>
+"""
+
+
+__all__ = ["Activity", "render"]
