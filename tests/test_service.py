@@ -259,7 +259,7 @@ def _start(folder, port, *flags) -> subprocess.Popen:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code in (200, 401):  # up (401: token)
                 return proc
         except httpx.TransportError:
             if proc.poll() is not None:
@@ -560,6 +560,42 @@ def test_the_status_page_renders_in_a_real_browser(tmp_path):
                               timeout=120)
         assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def test_the_openapi_description_lists_every_route(client):
+    spec = client.get("/openapi.json").json()
+    assert spec["openapi"].startswith("3.1") and set(spec["paths"]) == {"/decide", "/decide_batch", "/reward",
+                                                                         "/health", "/metrics", "/"}
+    assert "409" in spec["paths"]["/reward"]["post"]["responses"]
+
+
+def test_batches_beyond_the_limit_are_refused(client):
+    from nlbandit.service.app import MAX_BATCH
+
+    r = client.post("/reward", json={"rewards": [{"event_id": 1, "value": 0.0}] * (MAX_BATCH + 1)})
+    assert r.status_code == 413 and "at most 1000" in r.json()["error"]
+
+
+def test_the_client_counts_a_resent_reward_once(tmp_path):
+    """The Python client on a live service with a token: a reward resent after its answer was lost is
+    reported as already counted (409) and learnt once; a refused decision raises with the service's message."""
+    from nlbandit.client import Client, ServiceError
+
+    folder, port = tmp_path / "s", _free_port()
+    proc = _start(folder, port, "--policy", "lin-ucb", "--d", str(D), "--k", str(K), "--token", "t0k")
+    try:
+        c = Client(f"http://127.0.0.1:{port}", token="t0k")
+        d = c.decide(np.asarray(_contexts(0)))
+        assert c.reward(d["event_id"], 1.0) is True and c.reward(d["event_id"], 1.0) is False
+        assert c.health()["rewarded"] == 1
+        with pytest.raises(ServiceError, match="400: .*shape"):
+            c.decide([[1.0] * D])
+        with pytest.raises(ServiceError, match="401"):
+            Client(f"http://127.0.0.1:{port}").health()
     finally:
         proc.terminate()
         proc.wait(timeout=30)

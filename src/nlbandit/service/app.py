@@ -42,7 +42,10 @@ JSON numbers (no strings, booleans, NaN or infinities), within the agent's bound
   last snapshot failure (a failed snapshot costs nothing but time at the next start: the journal holds every
   record, and the request that triggered it is answered as usual);
 * ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles;
-* ``GET /`` → the status page (:mod:`nlbandit.service.status`).
+* ``GET /`` → the status page (:mod:`nlbandit.service.status`);
+* ``GET /openapi.json`` → this API as an OpenAPI 3.1 description (:data:`OPENAPI`).
+
+Limits: bodies of at most :data:`MAX_BODY` bytes, batches of at most :data:`MAX_BATCH` (else 413).
 
 Requests are served one at a time by the agent (it runs on the event loop between awaits), while their
 journal syncs overlap (group commit).
@@ -71,6 +74,8 @@ from nlbandit.service.status import Activity, render
 
 MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
+MAX_BATCH = 1000
+"""The most decisions of one ``/decide_batch`` and rewards of one ``/reward`` (more: 413)."""
 
 
 class RequestError(ValueError):
@@ -188,6 +193,8 @@ class Service:
     def decide_batch(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide_batch`` request."""
         contexts, masks = _array(body, "contexts", 3), _optional_mask(body, "masks", 2)
+        if len(contexts) > MAX_BATCH:
+            raise RequestError(413, f"a batch of {len(contexts)} decisions; at most {MAX_BATCH} per request")
         decisions = self._agent_call(self.agent.decide_batch, contexts, masks)
         self._record({"op": "decide_batch", "x": encode_array(contexts),
                       "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions],
@@ -201,6 +208,8 @@ class Service:
         items = body.get("rewards") if isinstance(body, dict) and "rewards" in body else [body]
         if not isinstance(items, list) or not items or not all(isinstance(r, dict) for r in items):
             raise RequestError(400, "'rewards' must be a non-empty list of {\"event_id\", \"value\"} objects")
+        if len(items) > MAX_BATCH:
+            raise RequestError(413, f"a batch of {len(items)} rewards; at most {MAX_BATCH} per request")
         ids, values, bounds = [], [], []
         for i, r in enumerate(items):
             where = "" if len(items) == 1 and "rewards" not in body else f"rewards[{i}]."
@@ -454,6 +463,58 @@ def _number(r: dict, name: str, where: str) -> float:
     return float(v)
 
 
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_MATRIX = {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}
+_DECISION = _schema({"event_id": {"type": "integer"}, "arm": {"type": "integer"},
+                     "probability": {"type": ["number", "null"]}, "method": {"type": "string"},
+                     "score": {"type": ["number", "null"]}, "bonus": {"type": ["number", "null"]}},
+                    ["event_id", "arm", "probability", "method"])
+_REWARD = _schema({"event_id": {"type": "integer"}, "value": {"type": "number"},
+                   "variance_bound": {"type": "number"}}, ["event_id", "value"])
+_ERROR = {"description": "refused, nothing changed", "content": {"application/json": {"schema": _schema(
+    {"error": {"type": "string"}}, ["error"])}}}
+
+
+def _post(summary: str, request: dict[str, Any], reply: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    return {"post": {"summary": summary, "requestBody": {"required": True, "content": {"application/json": {
+        "schema": request}}}, "responses": {"200": {"description": "done (durable)", "content": {
+            "application/json": {"schema": reply}}}, **{code: {**_ERROR, "description": why}
+                                                       for code, why in errors.items()}}}}
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "nlbandit serve", "version": "1",
+             "description": "An online contextual-bandit agent with a durable journal (docs/online.md)."},
+    "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+    "security": [{"token": []}, {}],
+    "paths": {
+        "/decide": _post("Choose an arm among K arms of d features", _schema(
+            {"contexts": _MATRIX, "mask": {"type": "array", "items": {"type": "boolean"}}}, ["contexts"]), _DECISION,
+            {"400": "malformed, or outside the bounds", "401": "no token", "413": "too large",
+             "503": "the agent diverged, or its journal failed"}),
+        "/decide_batch": _post("B decisions on the current state", _schema(
+            {"contexts": {"type": "array", "items": _MATRIX}, "masks": {"type": "array", "items": {
+                "type": "array", "items": {"type": "boolean"}}}}, ["contexts"]),
+            _schema({"decisions": {"type": "array", "items": _DECISION}}, ["decisions"]),
+            {"400": "malformed", "401": "no token", "413": f"more than {MAX_BATCH} decisions or too large"}),
+        "/reward": _post("The reward of a decision, or of a batch (all or nothing)", {"oneOf": [_REWARD, _schema(
+            {"rewards": {"type": "array", "items": _REWARD}}, ["rewards"])]},
+            _schema({"accepted": {"type": "integer"}}, ["accepted"]),
+            {"400": "malformed", "401": "no token", "404": "an event never issued",
+             "409": "an event already rewarded: it counted once", "413": f"more than {MAX_BATCH} rewards"}),
+        "/health": {"get": {"summary": "The agent's counters and status", "responses": {"200": {
+            "description": "status, policy, d, k, rounds, rewarded, pending, recovered, snapshot_error"}}}},
+        "/metrics": {"get": {"summary": "Request counts and latencies: JSON, or Prometheus text for Accept: "
+                                        "text/plain", "responses": {"200": {"description": "metrics"}}}},
+        "/": {"get": {"summary": "The status page (HTML)", "responses": {"200": {"description": "the page"}}}},
+    },
+}
+"""The service's API as an OpenAPI 3.1 description (``GET /openapi.json``)."""
+
 TOKEN_VARIABLE = "NLBANDIT_SERVE_TOKEN"
 """The environment variable ``nlbandit serve`` reads its token from when ``--token`` is not given."""
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -550,6 +611,9 @@ def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = N
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
 
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(OPENAPI)
+
     async def status(request: Request) -> HTMLResponse:
         return HTMLResponse(render(service.health(), service.metrics(), service.activity))
 
@@ -567,7 +631,8 @@ def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = N
     return Starlette(routes=[Route("/decide", handler(service.decide), methods=["POST"]),
                              Route("/decide_batch", handler(service.decide_batch), methods=["POST"]),
                              Route("/reward", handler(service.reward), methods=["POST"]),
-                             Route("/health", health), Route("/metrics", metrics), Route("/", status)],
+                             Route("/health", health), Route("/metrics", metrics), Route("/", status),
+                             Route("/openapi.json", openapi)],
                      lifespan=lifespan, middleware=[] if token is None else [Middleware(Authorize)])
 
 
@@ -591,5 +656,5 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = 
     uvicorn.run(create_app(service, max_body, token), host=host, port=port, log_level="warning")
 
 
-__all__ = ["LOOPBACK", "MAX_BODY", "RequestError", "Service", "TOKEN_VARIABLE", "agent_config", "check_binding",
-           "create_app", "prometheus_text", "serve"]
+__all__ = ["LOOPBACK", "MAX_BATCH", "MAX_BODY", "OPENAPI", "RequestError", "Service", "TOKEN_VARIABLE", "agent_config",
+           "check_binding", "create_app", "prometheus_text", "serve"]
