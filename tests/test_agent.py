@@ -50,11 +50,25 @@ def _play(agent: Agent, env, seed: int, rounds: int, order=None) -> list[int]:
 @pytest.mark.parametrize("name, hyper", [("lin-ucb", {}), ("lin-ts", {}), ("glm-tsl", {"warmup_rounds": 8}),
                                          ("neural-es", {"width": 6, "steps": 3, "duplicate": True})])
 def test_decisions_equal_the_simulators(name, hyper):
+    """The agent decides as simulate does with the same configuration (the agent's, its practice defaults
+    included) and seed."""
     env = _env()
-    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), **hyper)
-    result = nb.simulate(env, policy, params, T, [7])
     agent = Agent(name, d=D, k=K, horizon=T, seed=7, **hyper)
+    configured = {key: value for key, value in agent.config.items() if key != "name"}
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), **configured)
+    result = nb.simulate(env, policy, params, T, [7])
     assert _play(agent, env, 7, T) == result.arms[0].tolist()
+
+
+def test_the_agents_practice_defaults_apply_unless_given():
+    """lin-ucb's agent default is a constant width (measured, benchmarks/agent_defaults.py); the theory width
+    stays available by name, and make_policy keeps the registered (paper) defaults."""
+    assert Agent("lin-ucb", d=D, k=K).config["width"] == "constant"
+    assert Agent("lin-ucb", d=D, k=K, width="oful").config["width"] == "oful"
+    assert nb.make_policy("lin-ucb", nb.ProblemSpec(D, K, T))[0].meta.name == "lin-ucb"
+    from nlbandit.policies.registry import resolve_policy
+
+    assert resolve_policy({"name": "lin-ucb"})["width"] == "oful"
 
 
 def _leaves_close(a, b, rtol):

@@ -66,9 +66,9 @@ def test_every_declared_host_round_is_checked_against_the_simulator():
 def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
     """Over 2,000 rounds the host round chooses every arm the simulator chooses with the same seed."""
     env = nb.make_env(env_name, d=D, k=K)
-    policy, params = nb.make_policy(name, env, horizon=T, **hyper)
+    host = Agent(name, d=D, k=K, horizon=T, seed=5, estimate_draws=0, **hyper)  # its practice defaults too
+    policy, params = nb.make_policy(name, env, horizon=T, **{k: v for k, v in host.config.items() if k != "name"})
     simulated = nb.simulate(env, policy, params, T, [5]).arms[0].tolist()
-    host = Agent(name, d=D, k=K, horizon=T, seed=5, estimate_draws=0, **hyper)
     assert host.numpy_round
     assert _play(host, env, 5, T) == simulated
 

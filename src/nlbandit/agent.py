@@ -81,6 +81,7 @@ from nlbandit.core.keys import seed_keys
 from nlbandit.core.memory import check_memory
 from nlbandit.core.round import round_key
 from nlbandit.core.types import Feedback, Policy, ProblemSpec, healthy, to_dtype
+from nlbandit.discovery import declaring_modules
 from nlbandit.host import host_round
 from nlbandit.host.draws import DrawBlocks
 from nlbandit.host.propensity import gaussian_choice_probability
@@ -210,7 +211,8 @@ class Agent:
         else :data:`REDRAWS` redraws (module docstring).
       numpy_round: decide and learn on the host where the policy has a host round (module docstring); False:
         always the jitted round.
-      **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`.
+      **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`;
+        those not given take the agent's practice defaults (:func:`agent_defaults`), else the registered ones.
 
     Raises:
       ConfigError: an unknown policy or hyperparameter, a value out of its range, or sizes, horizon or seed
@@ -223,7 +225,8 @@ class Agent:
                       estimate_draws=estimate_draws, numpy_round=numpy_round)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
         where = f"Agent policy '{policy}'"
-        config = check_policy_sizes(resolve_policy({"name": policy, **hyperparameters}, where), spec, where)
+        given = {**agent_defaults().get(policy, {}), **hyperparameters}
+        config = check_policy_sizes(resolve_policy({"name": policy, **given}, where), spec, where)
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
                     horizon is None)
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
@@ -633,6 +636,18 @@ class Agent:
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
         agent._arms = arrays.get("first_arms")
         return agent
+
+
+@functools.cache
+def agent_defaults() -> dict[str, dict[str, Any]]:
+    """The agent's practice defaults by policy name: what it sets where the caller sets nothing, instead of the
+    registered defaults, which follow the papers (e.g. lin-ucb's OFUL theory width). Each family declares its own
+    as ``AGENT_DEFAULTS`` in its ``nlbandit/policies/<family>_host.py``, with the measurements that chose them
+    (``benchmarks/agent_defaults.py``); a caller's value, e.g. ``width="oful"``, always wins."""
+    found: dict[str, dict[str, Any]] = {}
+    for module in declaring_modules("nlbandit.policies", "AGENT_DEFAULTS"):
+        found.update(module.AGENT_DEFAULTS)
+    return found
 
 
 def _check_fields(where: str, **fields: Any) -> None:

@@ -137,9 +137,15 @@ def _list(what: str | None) -> None:
         return ", ".join(f"{h.name}={h.default!r}" + ("*" if h.static else "") for h in entry.hypers)
 
     if what in (None, "policies"):
-        print("policies (hyperparameter=default; * = static, changes shapes):")
+        from nlbandit.agent import agent_defaults
+
+        print("policies (hyperparameter=default, the papers' settings, e.g. theory widths; * = static, changes "
+              "shapes; 'agent:' the online agent's practice defaults, measured on held-out problems):")
         for e in POLICIES.values():
             print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e) or '(none)'}")
+            if e.name in agent_defaults():
+                practice = ", ".join(f"{k}={v!r}" for k, v in agent_defaults()[e.name].items())
+                print(f"  {'':<12} agent: {practice} (benchmarks/agent_defaults.py)")
     if what in (None, "envs"):
         print("environments:")
         for e in ENVS.values():

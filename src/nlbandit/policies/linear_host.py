@@ -20,6 +20,13 @@ from nlbandit.policies.exploration import member_and_tie_words
 from nlbandit.policies.linear import LinES, lin_ts_draws
 
 
+AGENT_DEFAULTS = {"lin-ucb": {"width": "constant", "alpha": 1.0}, "lin-ts": {"v": 0.1}, "lin-es": {"prior_scale": 1.0}}
+"""The online agent's practice defaults (:func:`nlbandit.agent.agent_defaults`), measured on held-out problems by
+``benchmarks/agent_defaults.py`` (2026-11-26, T = 2,000, 10 seeds, four linear bandits; the average ratio to the
+best candidate's regret): lin-ucb α = 1 (constant width) 1.03 against the OFUL theory width's 2.19; lin-ts
+v = 0.1 1.23 against v = 0.5's 2.23; lin-es prior_scale = 1 1.52 against the default prior's 1.73."""
+
+
 def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ucb`: argmax_x xᵀθ̂ + α_t ‖x‖_{V⁻¹}, α_t the OFUL radius (Abbasi-Yadkori
     et al. 2011, Thm. 2) or a constant."""
