@@ -438,7 +438,8 @@ def _cli_cases():
         ("unknown-policy-key", edit("lam = 1.0", "lam = 1.0\nbeta = 2"), "(ES): unknown field 'beta'"),
         ("unknown-policy", edit('name = "lin-es"', 'name = "lin-magic"'), "field 'name' must be one of ada-ofu-ecolog"),
         ("unknown-env", edit('name = "linear"', 'name = "moon"'),
-         "field 'name' must be one of classification, distance, heteroscedastic, latent, linear, logistic, quadratic, target-class, got 'moon'"),
+         "field 'name' must be one of classification, distance, heteroscedastic, latent, linear, logistic, poisson, "
+         "probit, quadratic, target-class, got 'moon'"),
         ("policy-name-list", edit('name = "lin-es"', 'name = ["lin-es"]'), "[0]: field 'name' must be a string"),
         ("env-name-table", edit('name = "linear"', "name = {x = 1}"), "env: field 'name' must be a string"),
         ("env-not-table", exp('horizon = 10\nseeds = 1\nenv = 3\n[[policies]]\nlabel = "U"\nname = "uniform"\n'),
