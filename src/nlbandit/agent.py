@@ -25,13 +25,13 @@ policies on a host round (Lin-TS, GLM-TSL), whose scores given the history are G
 law (:mod:`nlbandit.host.propensity`, ``estimate_draws`` = 128 by default: cheaper than the decision);
 otherwise estimated by redrawing the round's decision ``estimate_draws`` times (1,000 by default) with
 independent keys (perturbed history, the jitted rounds); ``Decision.method`` says which, with the estimate's
-standard error. The redraws use
-a key stream of their own, so they change no decision. Where the exploration is drawn by the update
-(``PolicyEntry.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed fits), each redraw
-first redoes that draw (``PolicyEntry.resample``) — redrawing the decision alone would report 1; DeepFPL and
-Neural-PHE, whose networks were trained on random targets, get no estimate (NaN, and the method says
-why). Learnt models themselves count as history: an ensemble's probability is exact over its member
-draw given the members, and a network's given its weights (whatever minibatches trained them).
+standard error. The draws use a key stream of their own, so they change no decision. Where the exploration is
+drawn by the update (``PolicyEntry.draws_in_update``: GLM-TSL's sample, GLM-FPL's and repGLM-FPL's perturbed
+fits), each redraw first redoes that draw (``PolicyEntry.resample``) — redrawing the decision alone would report
+1 — and a host round's score law is that of the update's draw; DeepFPL and Neural-PHE, whose networks were
+trained on random targets, get no estimate (NaN, and the method says why). Learnt models themselves count as
+history: an ensemble's probability is exact over its member draw given the members, and a network's given its
+weights (whatever minibatches trained them).
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
 ``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale
