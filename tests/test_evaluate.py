@@ -71,3 +71,20 @@ def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, c
     assert "holds no service" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="estimators must be among"):
         evaluate_log(folder, "lin-ucb", estimators=("bogus",))
+
+
+def test_a_log_with_a_missing_segment_is_refused(log, tmp_path):
+    import shutil
+
+    folder, _ = log
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    (copy / "lock").unlink(missing_ok=True)
+    first = sorted((copy / "segments").glob("journal-*.log"))[0]
+    first.unlink()
+    with pytest.raises(ConfigError, match="must be complete and start after record 0"):
+        evaluate_log(copy, "lin-ucb")
+    for segment in (copy / "segments").glob("journal-*.log"):
+        segment.unlink()
+    with pytest.raises(ConfigError, match="a segment is missing"):
+        evaluate_log(copy, "lin-ucb")

@@ -66,8 +66,12 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
         raise ConfigError(f"evaluate: estimators must be among {', '.join(ESTIMATORS)}, got {list(estimators)}")
     d, k = config["d"], config["k"]
     candidate = Agent(policy, d, k, None, seed, estimate_draws=estimate_draws, **(hyperparameters or {}))
-    records = [r for segment in segments(folder, config["folder_id"]) for r in segment.records]  # compacted first
-    records += read_journal(folder / "journal.log", config["folder_id"]).records
+    compacted, live = segments(folder, config["folder_id"]), read_journal(folder / "journal.log", config["folder_id"])
+    end = compacted[-1].base + len(compacted[-1].records) if compacted else 0
+    if live.base is not None and live.base != end:
+        raise ConfigError(f"evaluate: {folder}'s journal starts after record {live.base} but its segments end at "
+                          f"record {end}: a segment is missing, so the log is incomplete")
+    records = [r for segment in compacted for r in segment.records] + live.records  # compacted first
     model_a, model_b = np.eye(d) * ridge, np.zeros(d)  # the DR reward model's ridge statistics
     events: dict[int, tuple] = {}  # event id -> (logged arm, its probability, candidate's row, model's row)
     rows: list[tuple] = []
