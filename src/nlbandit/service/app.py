@@ -97,9 +97,8 @@ class Service:
     """An agent, its journal and its snapshots in a state folder (module docstring); :meth:`open` builds one."""
 
     def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int, lock: int, folder_id: str,
-                 recovered: str, compaction: bool = True):
+                 recovered: str):
         self.folder, self.agent, self.journal, self.snapshot_every = folder, agent, journal, snapshot_every
-        self.compaction = compaction  # move the journal's records into a segment after each snapshot
         self._lock, self.folder_id, self.recovered = lock, folder_id, recovered
         self._snapshot_at = agent.meta.get("journal_records", 0)
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
@@ -278,7 +277,7 @@ class Service:
             self.counts["snapshot failed"] += 1
             return False
         self._snapshot_at, self.snapshot_error = self.journal.records, None
-        if self.compaction and not self.journal.syncing():  # else at the next snapshot
+        if not self.journal.syncing():  # the journal's records move into a segment (else at the next snapshot)
             try:
                 self.journal = compact(self.journal, self.folder_id)
             except OSError as e:
