@@ -125,9 +125,10 @@ def read_journal(path: Path, owner: str) -> JournalContents:
 
 
 def _damaged(path: Path, at: int, good: int, what: str) -> None:
-    raise JournalDamaged(f"{path} is damaged: {what} at byte {at}, after {good} good records, and more follows; "
-                         "a crash leaves at most a torn final record, so this is damage to acknowledged records. "
-                         "The file is left as it is: restore it from a backup (the service will not start on it)")
+    raise JournalDamaged(f"{path} is damaged: {what} at byte {at}, after {good} good records; a crash leaves at most "
+                         "a torn final record (cut short, or not yet written), so this is damage to acknowledged "
+                         "records. The file is left as it is: restore it from a backup (the service will not start "
+                         "on it)")
 
 
 class Journal:
