@@ -410,7 +410,7 @@ def test_a_failed_snapshot_answers_the_durable_request_and_is_reported(client, s
 def test_a_diverged_agent_answers_503(client, service, monkeypatch):
     from nlbandit.agent import PolicyDiverged
 
-    def diverged(*args):
+    def diverged(*args, **kwargs):
         raise PolicyDiverged("policy 'lin-ucb': its state is no longer finite")
 
     monkeypatch.setattr(service.agent, "decide", diverged)
@@ -600,3 +600,25 @@ def test_the_client_counts_a_resent_reward_once(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
+
+
+def test_a_network_trains_in_the_background_and_its_journal_replays_exactly(tmp_path):
+    """neural-ucb (a jitted round) trains in the service's training thread while decisions go on with the state
+    before it; each decision journals how many rewards its state held, so a restart replays the same state and
+    arms; /metrics reports the staleness (decisions between a reward and the first decision using it)."""
+    config = agent_config("neural-ucb", D, K, seed=3, width=8)
+    service = Service.open(tmp_path / "s", config, snapshot_every=7)
+    assert service.background
+    with TestClient(create_app(service)) as c:
+        for i in range(16):
+            d = c.post("/decide", json={"contexts": _contexts(i)}).json()
+            assert c.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)}).status_code == 200
+        metrics = c.get("/metrics").json()
+    assert metrics["staleness_decisions"]["n"] >= 1
+    versions = [r["v"] for s in segments(tmp_path / "s", service.folder_id) for r in s.records if r["op"] == "decide"]
+    assert versions == sorted(versions) and all(v is not None for v in versions)
+    reopened = Service.open(tmp_path / "s")
+    assert (reopened.agent.rounds, reopened.agent.rewarded) == (16, 16)
+    for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    reopened.close()

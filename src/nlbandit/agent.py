@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 import math
 import os
 import zipfile
@@ -190,7 +191,7 @@ def _programs(policy: Policy, draws: int, redo: Callable | None) -> _Programs:
         return jnp.zeros(contexts.shape[0], jnp.int32).at[arms].add(1)
 
     return _Programs(jax.jit(policy.init), None if policy.prepare is None else jax.jit(prepare), jax.jit(act),
-                     jax.jit(jax.vmap(act, in_axes=(None, None, None, 0, 0, 0))), jax.jit(update, donate_argnums=1),
+                     jax.jit(jax.vmap(act, in_axes=(None, None, None, 0, 0, 0))), jax.jit(update),
                      jax.jit(update_act, donate_argnums=1),
                      jax.jit(redraw, static_argnums=6) if draws else None)
 
@@ -241,6 +242,8 @@ class Agent:
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
         self._learnt_upto = 0  # the event id of the reward learnt last
+        self._learnt = 0  # rewards learnt into the state
+        self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
         self._normal_block: tuple = (None, None)  # ((block, rank, pairs), normals) of :meth:`_normals`
         self._rewarded = 0
@@ -320,31 +323,42 @@ class Agent:
         self._learn()
         return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
 
-    def learn(self) -> int:
-        """Learn every reward given since the last decision now, and wait until the state is updated; return
-        how many. :meth:`decide` learns them anyway (the jitted round in one program with the decision); a
-        service calls this when idle, so that the next decision does not wait for the update (a neural
-        policy's training)."""
-        owed = len(self._owed)
-        self._learn()
-        jax.block_until_ready(self._state)
-        return owed
+    @property
+    def learnt(self) -> int:
+        """Rewards learnt into the state so far (``rewarded`` counts those accepted, learnt or still owed)."""
+        return self._learnt
 
-    def _learn(self, keep_last: bool = False) -> tuple | None:
-        """Learn the rewards given since the last decision, in the order given; with ``keep_last``, all but the
-        last, which is returned (as the arguments of ``update``) to be learnt in one dispatch with the next
-        decision."""
+    def learn(self, upto: int | None = None) -> int:
+        """Learn the rewards given so far (or the first of them until :attr:`learnt` is ``upto``) now, and wait
+        until the state is updated; return how many. :meth:`decide` learns them anyway (the jitted round in one
+        program with the decision) unless told not to; a service calls this when idle, or in a thread of its
+        own while decisions go on with the state before it (``decide(..., learn=False)``): the new state is
+        swapped in whole when its update is done, and calls are serialised by a lock."""
+        before = self._learnt
+        self._learn(upto=upto)
+        jax.block_until_ready(self._state)
+        return self._learnt - before
+
+    def _learn(self, keep_last: bool = False, upto: int | None = None) -> tuple | None:
+        """Learn the rewards given since the last decision, in the order given (until :attr:`learnt` is
+        ``upto``); with ``keep_last``, all but the last, which is returned (as the arguments of ``update``) to
+        be learnt in one dispatch with the next decision."""
+        with self._lock:
+            return self._learn_locked(keep_last, upto)
+
+    def _learn_locked(self, keep_last: bool, upto: int | None) -> tuple | None:
         last = self._owed.pop() if keep_last and self._owed and self._host is None else None
         learnt = False
-        while self._owed:  # each reward leaves the queue once its update is applied: learnt once, even if a
-            if self._host is not None:  # later update raises
+        while self._owed and (upto is None or self._learnt < upto):  # each reward leaves the queue once its
+            if self._host is not None:  # update is applied: learnt once, even if a later update raises
                 x, arm, reward, _, t = self._owed[0]
                 draws = None if self._update_draws is None else self._update_draws(t)
                 self._state = self._host.update(self._host_params, self._state, draws, x, arm, reward, t)
-            else:
+            else:  # the state before stays valid (no donation) for decisions made meanwhile in another thread
                 self._state = self._programs.update(self._params, self._state, self._keys.policy_update,
                                                     *self._owed[0])
             self._learnt_upto = self._owed.pop(0)[-1]
+            self._learnt += 1
             learnt = True
         if learnt and self._host is not None:
             self._host_ok = _finite(self._state)
@@ -431,7 +445,7 @@ class Agent:
         else:
             self._state, out = self._programs.update_act(self._params, self._state, (self._keys.policy_update,
                                                          self._keys.policy_act), learn, x, m, t)
-            self._learnt_upto = learn[-1]
+            self._learnt_upto, self._learnt = learn[-1], self._learnt + 1
         arm, score, bonus, p, ok = np.asarray(out).tolist()
         self._check_health(ok)
         return int(arm), score, bonus, p
@@ -444,21 +458,22 @@ class Agent:
                                               None if m is self._all_arms else m, t)
         return arm, float(score), float(bonus), float(p)
 
-    def decide(self, contexts: Any, mask: Any = None) -> Decision:
+    def decide(self, contexts: Any, mask: Any = None, *, learn: bool = True) -> Decision:
         """Choose an arm among ``contexts`` (K, d) (those with ``mask`` True; all by default) and return the
-        :class:`Decision`; its contexts and arm are kept until :meth:`reward` gives its reward."""
+        :class:`Decision`; its contexts and arm are kept until :meth:`reward` gives its reward. With ``learn``
+        False the rewards not yet learnt stay owed: the decision uses the state as it is (:meth:`learn`)."""
         x, m = self._check_round(contexts, mask, "decide")
         self._room(1, "decide")
         self._prepare(x, m)
         t = self._t + 1
-        learn = self._learn(keep_last=True)
+        learn = self._learn(keep_last=True) if learn else None
         arm, score, bonus, p = self._jit_act(x, m, t, learn) if self._host is None else self._host_act(x, m, t)
         p, method = self._probability(p, x, m, t, arm)
         self._t = t
         self._pending[t] = (x, arm)
         return Decision(t, arm, p, method + self._anytime, score, bonus)
 
-    def decide_batch(self, contexts: Any, masks: Any = None) -> list[Decision]:
+    def decide_batch(self, contexts: Any, masks: Any = None, *, learn: bool = True) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
         current state (no reward in between), as B calls of :meth:`decide` without rewards would make them."""
         x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
@@ -470,7 +485,8 @@ class Agent:
         rounds = [self._check_round(xi, mi, f"decide_batch[{i}]") for i, (xi, mi) in enumerate(zip(x, ms))]
         self._room(len(rounds), "decide_batch")
         self._prepare(*rounds[0])
-        self._learn()
+        if learn:
+            self._learn()
         xs, mss = np.stack([r[0] for r in rounds]), np.stack([r[1] for r in rounds])
         ts = np.arange(self._t + 1, self._t + 1 + len(rounds))
         if self._host is not None:
@@ -630,7 +646,7 @@ class Agent:
                                             arrays.get("first_arms"))
         agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
                                                             [_restore(a, s) for a, s in zip(saved, shapes)]))
-        agent._t, agent._rewarded, agent._pending = rounds, rewarded, pending
+        agent._t, agent._rewarded, agent._pending, agent._learnt = rounds, rewarded, pending, rewarded
         agent._learnt_upto, agent.meta = header.get("learnt_upto", 0), header.get("meta", {})
         if not isinstance(agent.meta, dict):
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")

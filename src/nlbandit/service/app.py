@@ -53,8 +53,11 @@ journal syncs overlap (group commit).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -104,6 +107,11 @@ class Service:
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
         self.snapshot_error: str | None = None  # why the last snapshot failed (None after one that succeeded)
         self.counts: Counter = Counter()
+        self.background = not agent.numpy_round  # jitted policies (networks) train in a thread of their own
+        self._trainer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nlbandit-training")
+        self._arrivals: deque = deque()  # decisions made when each reward not yet used arrived
+        self._used = agent.learnt  # rewards used by a decision so far
+        self.staleness: deque = deque(maxlen=10_000)  # decisions between a reward and the first to use it
         self.activity = Activity()  # what the status page shows
         self.latency: deque = deque(maxlen=10_000)  # seconds of the last decide requests (agent + sync)
 
@@ -182,9 +190,10 @@ class Service:
     def decide(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
         contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
-        decision = self._agent_call(self.agent.decide, contexts, mask)
+        version = self._version()
+        decision = self._agent_call(functools.partial(self.agent.decide, learn=not self.background), contexts, mask)
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
-                      "arm": decision.arm, "p": _finite_or_none(decision.probability)})
+                      "arm": decision.arm, "p": _finite_or_none(decision.probability), "v": version})
         self.counts["decide"] += 1
         self.activity.decided([decision.arm])
         return _decision_json(decision)
@@ -194,8 +203,10 @@ class Service:
         contexts, masks = _array(body, "contexts", 3), _optional_mask(body, "masks", 2)
         if len(contexts) > MAX_BATCH:
             raise RequestError(413, f"a batch of {len(contexts)} decisions; at most {MAX_BATCH} per request")
-        decisions = self._agent_call(self.agent.decide_batch, contexts, masks)
-        self._record({"op": "decide_batch", "x": encode_array(contexts),
+        version = self._version()
+        decisions = self._agent_call(functools.partial(self.agent.decide_batch, learn=not self.background),
+                                     contexts, masks)
+        self._record({"op": "decide_batch", "x": encode_array(contexts), "v": version,
                       "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions],
                       "p": [_finite_or_none(d.probability) for d in decisions]})
         self.counts["decide"] += len(decisions)
@@ -221,8 +232,21 @@ class Service:
         self._agent_call(self.agent.reward, ids, values, bounds if all(given) else None)
         self._record({"op": "reward", "ids": ids, "values": values, "bounds": bounds if all(given) else None})
         self.counts["reward"] += len(ids)
+        self._arrivals.extend([self.agent.rounds] * len(ids))
         self.activity.rewarded(values)
         return {"accepted": len(ids)}
+
+    def _version(self) -> int | None:
+        """In the background mode, the number of rewards in the state the next decision uses (journalled with
+        it, so that a replay learns exactly those first), and the staleness of the rewards it uses for the first
+        time (decisions since each arrived); None otherwise."""
+        if not self.background:
+            return None
+        version = self.agent.learnt
+        while self._used < version and self._arrivals:
+            self.staleness.append(self.agent.rounds - self._arrivals.popleft())
+            self._used += 1
+        return version
 
     def _record(self, record: dict[str, Any]) -> None:
         """Journal a request the agent has applied; if that fails, the agent is ahead of its journal, so the
@@ -249,8 +273,13 @@ class Service:
 
     async def learn(self) -> None:
         """Learn the rewards accepted so far (run after a reward's reply is sent, so that the next decision
-        does not wait for the update: :meth:`nlbandit.agent.Agent.learn`)."""
-        if not self.failed:
+        does not wait for the update: :meth:`nlbandit.agent.Agent.learn`); in the background mode in the
+        training thread, while decisions go on with the state before it."""
+        if self.failed:
+            return
+        if self.background:
+            await asyncio.get_running_loop().run_in_executor(self._trainer, self.agent.learn)
+        else:
             self.agent.learn()
 
     async def durable(self) -> None:
@@ -295,11 +324,17 @@ class Service:
         """Request counts by kind and status, journal records, and decide latency percentiles (ms)."""
         lat = np.sort(np.asarray(self.latency)) * 1e3
         pct = {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)} if lat.size else {}
-        return {"counts": dict(self.counts), "journal_records": self.journal.records,
-                "decide_latency_ms": {"n": int(lat.size), **pct}}
+        found = {"counts": dict(self.counts), "journal_records": self.journal.records,
+                 "decide_latency_ms": {"n": int(lat.size), **pct}}
+        if self.background:
+            stale = np.asarray(self.staleness)
+            found["staleness_decisions"] = {"n": int(stale.size), **({f"p{q}": float(np.percentile(stale, q))
+                                                                      for q in (50, 99)} if stale.size else {})}
+        return found
 
     def close(self) -> None:
-        """Sync the journal, close it, and release the folder."""
+        """Finish the training under way, sync the journal, close it, and release the folder."""
+        self._trainer.shutdown(wait=True)
         self.journal.close()
         os.close(self._lock)
 
@@ -362,13 +397,17 @@ def _warm_up(config: dict[str, Any]) -> Agent:
 
 def _replay(agent: Agent, record: dict[str, Any], index: int) -> None:
     """Apply journal record number ``index`` to ``agent`` as the service did."""
-    op = record.get("op")
+    op, version = record.get("op"), record.get("v")
+    if version is not None:  # decided in the background-training mode: on the state with ``v`` rewards learnt
+        agent.learn(upto=version)
     if op == "decide":
-        decision = agent.decide(decode_array(record["x"]), None if record["m"] is None else decode_array(record["m"]))
+        decision = agent.decide(decode_array(record["x"]), None if record["m"] is None else decode_array(record["m"]),
+                                learn=version is None)
         arms = [decision.arm]
     elif op == "decide_batch":
         arms = [d.arm for d in agent.decide_batch(decode_array(record["x"]),
-                                                   None if record["m"] is None else decode_array(record["m"]))]
+                                                   None if record["m"] is None else decode_array(record["m"]),
+                                                   learn=version is None)]
     elif op == "reward":
         agent.reward(record["ids"], record["values"], record["bounds"])
         return
