@@ -275,7 +275,12 @@ class Agent:
     def _grow(self, rounds: int) -> None:
         """Rebuild a horizon-free agent's policy for the horizon doubled until it covers ``rounds`` decisions,
         keeping everything it has learnt: each state array is carried over, a history buffer into the first
-        rows of the larger one (module docstring)."""
+        rows of the larger one (module docstring); under the learning lock, so that no training thread updates
+        the state being carried over."""
+        with self._lock:
+            self._grow_locked(rounds)
+
+    def _grow_locked(self, rounds: int) -> None:
         self._learn()
         horizon = self.spec.horizon
         while horizon < rounds:
