@@ -26,7 +26,7 @@ STALE = {
     "bae2025/fig3_fig6_dimension.md",
     "sun2025/fig1b_logistic.md", "sun2025/fig1e_quadratic.md",
     "sun2025/fig1f_runtime.md",
-    "sun2025/fig4a_large.md", "sun2025/fig4b_large.md", "sun2025/fig5_uci.md",
+    "sun2025/fig4b_large.md", "sun2025/fig5_uci.md",
 }
 """Reports computed by code that has changed since (the source hash became a normalised syntax tree, and the
 engine, the loops and every family were reworked, with their numbers unchanged: tests/fingerprints.json), to be
