@@ -72,6 +72,23 @@ def start(folder: Path, port: int, policy: str) -> subprocess.Popen:
     raise SystemExit("the service did not start within 120 s")
 
 
+def resend(folder: Path, port: int, policy: str, accepted: list, second_server: bool = False) -> tuple:
+    """Restart the service on ``folder`` and resend every accepted reward: (rewards held before, the status of
+    each resend, rewards held after); with ``second_server``, a second service on the folder must be refused
+    meanwhile."""
+    proc = start(folder, port, policy)
+    try:
+        if second_server:
+            refused(folder, free_port(), "held by another nlbandit service")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+            held = c.get("/health").json()["rewarded"]
+            codes = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
+            return held, codes, c.get("/health").json()["rewarded"]
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 async def client(url: str, rounds: int, seed: int, accepted: list, latency: dict) -> None:
     """Play ``rounds`` decide + reward rounds; record accepted event ids and latencies."""
     rng = np.random.default_rng(seed)
@@ -139,16 +156,7 @@ def main() -> None:
 
         asyncio.run(until_killed())
         proc.wait()
-        proc = start(folder, port, args.policy)
-        try:
-            refused(folder, free_port(), "held by another nlbandit service")  # a second server on the folder
-            with httpx.Client(base_url=url, timeout=30) as c:
-                held = c.get("/health").json()["rewarded"]
-                codes = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
-                after = c.get("/health").json()["rewarded"]
-        finally:
-            proc.terminate()
-            proc.wait()
+        held, codes, after = resend(folder, port, args.policy, accepted, second_server=True)
         journal = folder / "journal.log"
         good = journal.read_bytes()
         middle = len(good) // 2
@@ -158,15 +166,7 @@ def main() -> None:
         if journal.read_bytes() != damaged:
             raise SystemExit("FAIL: start-up changed a damaged journal it refused")
         journal.write_bytes(good)
-        proc = start(folder, port, args.policy)
-        try:
-            with httpx.Client(base_url=url, timeout=30) as c:
-                restored = c.get("/health").json()["rewarded"]
-                again = [c.post("/reward", json={"event_id": e, "value": 0.0}).status_code for e in accepted]
-                final = c.get("/health").json()["rewarded"]
-        finally:
-            proc.terminate()
-            proc.wait()
+        restored, again, final = resend(folder, port, args.policy, accepted)
         lost, duplicated = codes.count(200) + codes.count(404), (after - held) - codes.count(200)
         if not 0 <= held - len(accepted) <= args.clients:
             raise SystemExit(f"FAIL: the service holds {held} rewards for {len(accepted)} accepted")
