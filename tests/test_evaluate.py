@@ -15,8 +15,10 @@ from nlbandit.cli import main  # noqa: E402
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.core.keys import seed_keys  # noqa: E402
 from nlbandit.core.round import round_key  # noqa: E402
-from nlbandit.service.app import Service, agent_config, create_app  # noqa: E402
+from nlbandit.service.app import agent_config  # noqa: E402
 from nlbandit.service.evaluate import evaluate_log  # noqa: E402
+from nlbandit.service.fleet import Fleet  # noqa: E402
+from nlbandit.service.server import create_app  # noqa: E402
 
 D, K, ROUNDS = 3, 4, 1500
 
@@ -28,8 +30,8 @@ def _logged(folder, logger="uniform", **hyper):
     keys = seed_keys(jnp.uint32(7))
     state = env.reset(keys.env_reset)
     means = []
-    service = Service.open(folder, agent_config(logger, D, K, seed=1, **hyper))
-    with TestClient(create_app(service)) as c:
+    fleet = Fleet.open(folder, {"default": agent_config(logger, D, K, seed=1, **hyper)})
+    with TestClient(create_app(fleet)) as c:
         for t in range(1, ROUNDS + 1):
             x, _ = env.observe(state, round_key(keys.env_observe, t), t)
             d = c.post("/decide", json={"contexts": np.asarray(x).tolist()}).json()
@@ -68,7 +70,7 @@ def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, c
     out = capsys.readouterr().out
     assert "lin-ucb on 1500 logged rewarded decisions" in out and "snips" in out and "bootstrap interval" in out
     assert main(["evaluate", str(tmp_path / "none"), "--policy", "lin-ucb"]) == 2
-    assert "holds no service" in capsys.readouterr().err
+    assert "holds no agent" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="estimators must be among"):
         evaluate_log(folder, "lin-ucb", estimators=("bogus",))
 
@@ -78,7 +80,7 @@ def test_a_log_with_a_missing_segment_is_refused(log, tmp_path):
 
     folder, _ = log
     copy = tmp_path / "copy"
-    shutil.copytree(folder, copy)
+    shutil.copytree(folder / "agents" / "default", copy)  # an agent's folder: evaluate reads it directly
     (copy / "lock").unlink(missing_ok=True)
     first = sorted((copy / "segments").glob("journal-*.log"))[0]
     first.unlink()

@@ -23,8 +23,10 @@ import httpx2 as httpx  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
-from nlbandit.service.app import Service, agent_config, create_app  # noqa: E402
+from nlbandit.service.app import Service, agent_config  # noqa: E402
+from nlbandit.service.fleet import Fleet  # noqa: E402
 from nlbandit.service.journal import Journal, JournalDamaged, header_line, read_journal, segments  # noqa: E402
+from nlbandit.service.server import create_app  # noqa: E402
 
 D, K = 3, 4
 CONFIG = agent_config("lin-ucb", D, K, 1000, seed=5)
@@ -36,14 +38,24 @@ def _contexts(i: int) -> list[list[float]]:
     return np.random.default_rng(i).normal(size=(K, D)).round(6).tolist()
 
 
-@pytest.fixture()
-def service(tmp_path):
-    return Service.open(tmp_path / "s", CONFIG, snapshot_every=5)
+def _fleet(folder, config=CONFIG, snapshot_every=5) -> Fleet:
+    """A service of one agent, ``default`` (the one the unprefixed routes serve)."""
+    return Fleet.open(folder, {"default": config}, snapshot_every=snapshot_every)
 
 
 @pytest.fixture()
-def client(service):
-    with TestClient(create_app(service, max_body=200_000)) as c:
+def fleet(tmp_path):
+    return _fleet(tmp_path / "s")
+
+
+@pytest.fixture()
+def service(fleet):
+    return fleet.agents["default"]
+
+
+@pytest.fixture()
+def client(fleet):
+    with TestClient(create_app(fleet, max_body=200_000)) as c:
         yield c
 
 
@@ -226,9 +238,9 @@ def test_journal_waiter_arriving_after_a_sync_finished_starts_another(tmp_path):
     journal.close()
 
 def test_recovery_rebuilds_the_state_and_refuses_another_config(tmp_path):
-    folder = tmp_path / "s"
-    service = Service.open(folder, CONFIG, snapshot_every=4)
-    with TestClient(create_app(service)) as c:
+    fleet = _fleet(tmp_path / "s", snapshot_every=4)
+    service, folder = fleet.agents["default"], tmp_path / "s" / "agents" / "default"
+    with TestClient(create_app(fleet)) as c:
         for i in range(11):
             e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
             if i % 3:
@@ -259,7 +271,8 @@ def _start(folder, port, *flags) -> subprocess.Popen:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code in (200, 401):  # up (401: token)
+            # up: 401 when it needs a token, 503 when its default agent could not be recovered
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code in (200, 401, 503):
                 return proc
         except httpx.TransportError:
             if proc.poll() is not None:
@@ -306,11 +319,22 @@ def test_kill_9_loses_and_repeats_no_reward(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
-    journal = folder / "journal.log"
+    journal = folder / "agents" / "default" / "journal.log"
     good = journal.read_bytes()
     journal.write_bytes(good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 1]) + good[len(good) // 2 + 1:])
     damaged = journal.read_bytes()
-    assert "is damaged" in _refused(folder, port) and journal.read_bytes() == damaged  # refused, left as it was
+    proc = _start(folder, port)  # the service starts; the damaged agent is refused, its journal left as it was
+    try:
+        with httpx.Client(base_url=url, timeout=10) as c:
+            r = c.post("/decide", json={"contexts": _contexts(0)})
+            assert r.status_code == 503 and "is damaged" in r.json()["error"]
+            health = c.get("/health")
+            assert health.status_code == 503 and health.json()["status"].startswith("unavailable: ")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert journal.read_bytes() == damaged
     journal.write_bytes(good)  # restored from a backup: every reward is there, once
     proc = _start(folder, port)
     try:
@@ -354,9 +378,10 @@ def test_a_refused_new_folder_is_not_left_behind(tmp_path):
 
 
 def _played(folder, rounds=12, snapshot_every=5):
-    """A service that played ``rounds`` decide + reward rounds (and was shut down)."""
-    service = Service.open(folder, CONFIG, snapshot_every=snapshot_every)
-    with TestClient(create_app(service)) as c:
+    """The default agent of a service that played ``rounds`` decide + reward rounds (and was shut down)."""
+    fleet = _fleet(folder, snapshot_every=snapshot_every)
+    service = fleet.agents["default"]
+    with TestClient(create_app(fleet)) as c:
         for i in range(rounds):
             e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
             assert c.post("/reward", json={"event_id": e, "value": float(i % 2)}).status_code == 200
@@ -364,8 +389,7 @@ def _played(folder, rounds=12, snapshot_every=5):
 
 
 def test_damage_covered_by_the_snapshot_is_refused_before_anything_is_cut(tmp_path):
-    folder = tmp_path / "s"
-    _played(folder)
+    folder = _played(tmp_path / "s").folder
     journal = folder / "journal.log"
     data = journal.read_bytes()
     damaged = data[:100] + bytes([data[100] ^ 1]) + data[101:]  # inside the records the snapshot covers
@@ -378,15 +402,15 @@ def test_damage_covered_by_the_snapshot_is_refused_before_anything_is_cut(tmp_pa
 
 
 def test_a_snapshot_or_journal_from_another_folder_is_refused(tmp_path):
-    _played(tmp_path / "a")
+    a = _played(tmp_path / "a").folder
     other = agent_config("lin-ucb", D, K, 1000, seed=5)
     _played_b = Service.open(tmp_path / "b", other)
     _played_b.close()
-    (tmp_path / "b" / "snapshot.npz").write_bytes((tmp_path / "a" / "snapshot.npz").read_bytes())
+    (tmp_path / "b" / "snapshot.npz").write_bytes((a / "snapshot.npz").read_bytes())
     with pytest.raises(ConfigError, match="snapshot.npz was written by another state folder"):
         Service.open(tmp_path / "b")
     (tmp_path / "b" / "snapshot.npz").unlink()
-    (tmp_path / "b" / "journal.log").write_bytes((tmp_path / "a" / "journal.log").read_bytes())
+    (tmp_path / "b" / "journal.log").write_bytes((a / "journal.log").read_bytes())
     with pytest.raises(JournalDamaged, match="another state folder"):
         Service.open(tmp_path / "b")
 
@@ -424,23 +448,24 @@ def test_a_horizon_free_service_grows_and_recovers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(agent_module, "INITIAL_HORIZON", 8)
     config = agent_config("lin-phe", D, K, seed=2)
-    service = Service.open(tmp_path / "s", config, snapshot_every=5)
-    with TestClient(create_app(service)) as c:
+    fleet = _fleet(tmp_path / "s", config)
+    service = fleet.agents["default"]
+    with TestClient(create_app(fleet)) as c:
         for i in range(12):
             d = c.post("/decide", json={"contexts": _contexts(i)}).json()
             assert c.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)}).status_code == 200
     assert service.agent.spec.horizon == 16 and "horizon-free" in d["method"]
-    reopened = Service.open(tmp_path / "s")
+    reopened = Service.open(service.folder)
     assert (reopened.agent.rounds, reopened.agent.spec.horizon) == (12, 16)
     for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     reopened.close()
 
 
-def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(service):
-    from nlbandit.service.app import check_binding
+def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(fleet):
+    from nlbandit.service.server import check_binding
 
-    with TestClient(create_app(service, token="s3cret")) as c:
+    with TestClient(create_app(fleet, token="s3cret")) as c:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
             r = c.post("/decide", json={"contexts": _contexts(0)}, headers=headers)
             assert r.status_code == 401 and "token" in r.json()["error"]
@@ -457,7 +482,7 @@ def test_metrics_in_prometheus_text_beside_json(client):
     client.post("/decide", json={"contexts": _contexts(0)})
     assert client.get("/metrics").json()["counts"] == {"decide": 1}
     text = client.get("/metrics", headers={"Accept": "text/plain;version=0.0.4"}).text
-    assert 'nlbandit_requests_total{outcome="decide"} 1' in text and "nlbandit_rounds 1" in text
+    assert 'nlbandit_requests_total{outcome="decide"} 1' in text and 'nlbandit_rounds{agent="default"} 1' in text
     assert "# TYPE nlbandit_decide_latency_ms summary" in text and 'quantile="0.99"' in text
     plain = client.get("/metrics", headers={"Accept": "text/plain"}).text
     assert client.get("/metrics?format=prometheus").text == plain
@@ -484,8 +509,8 @@ def test_the_journal_is_compacted_into_segments_after_each_snapshot(tmp_path, mo
     """snapshot_every = 5: the live journal keeps fewer than 5 records beyond its base, the segments hold the
     rest in order; a restart recovers the same state, also after a crash between the segment's rename and the
     new journal; a failed compaction keeps the old journal in use and says so."""
-    folder = tmp_path / "s"
-    service = _played(folder, rounds=12, snapshot_every=5)  # 24 records
+    service = _played(tmp_path / "s", rounds=12, snapshot_every=5)  # 24 records
+    folder = service.folder
     kept = segments(folder, service.folder_id)
     live = read_journal(folder / "journal.log", service.folder_id)
     assert [(c.base, len(c.records)) for c in kept] == [(0, 5), (5, 5), (10, 5), (15, 5)]
@@ -498,8 +523,8 @@ def test_the_journal_is_compacted_into_segments_after_each_snapshot(tmp_path, mo
 
 
 def test_a_crash_between_a_compactions_rename_and_the_new_journal_recovers(tmp_path):
-    folder = tmp_path / "s"
-    service = _played(folder, rounds=10, snapshot_every=5)  # 20 records: the last snapshot compacted them all
+    service = _played(tmp_path / "s", rounds=10, snapshot_every=5)  # 20 records: the last snapshot compacted them all
+    folder = service.folder
     assert len(read_journal(folder / "journal.log", service.folder_id).records) == 0
     (folder / "journal.log").unlink()  # the state a crash leaves after the rename, before the new journal
     reopened = Service.open(folder)
@@ -529,7 +554,11 @@ def test_the_status_page_shows_the_agent_and_its_activity_without_external_asset
     for i in range(6):
         d = client.post("/decide", json={"contexts": _contexts(i)}).json()
         client.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)})
-    page = client.get("/")
+    index = client.get("/")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+    row = '<a href="/agents/default/status">default</a></td><td>lin-ucb</td><td>3</td><td>4</td><td>6</td>'
+    assert row in index.text
+    page = client.get("/agents/default/status")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     text = page.text
     assert "<b>lin-ucb</b> (d = 3, K = 4)" in text and "6 decisions" in text and "6 rewards learnt" in text
@@ -568,8 +597,9 @@ def test_the_status_page_renders_in_a_real_browser(tmp_path):
 
 def test_the_openapi_description_lists_every_route(client):
     spec = client.get("/openapi.json").json()
-    assert spec["openapi"].startswith("3.1") and set(spec["paths"]) == {"/decide", "/decide_batch", "/reward",
-                                                                         "/health", "/metrics", "/"}
+    per_agent = {f"/agents/{{name}}/{r}" for r in ("decide", "decide_batch", "reward", "health")}
+    assert spec["openapi"].startswith("3.1") and set(spec["paths"]) == {
+        "/decide", "/decide_batch", "/reward", "/health", "/metrics", "/", "/agents", "/agents/{name}", *per_agent}
     assert "409" in spec["paths"]["/reward"]["post"]["responses"]
 
 
@@ -582,7 +612,8 @@ def test_batches_beyond_the_limit_are_refused(client):
 
 def test_the_client_counts_a_resent_reward_once(tmp_path):
     """The Python client on a live service with a token: a reward resent after its answer was lost is
-    reported as already counted (409) and learnt once; a refused decision raises with the service's message."""
+    reported as already counted (409) and learnt once; a refused decision raises with the service's message;
+    named agents are created (a resent creation is recognised), served, listed and removed."""
     from nlbandit.client import Client, ServiceError
 
     folder, port = tmp_path / "s", _free_port()
@@ -596,6 +627,16 @@ def test_the_client_counts_a_resent_reward_once(tmp_path):
             c.decide([[1.0] * D])
         with pytest.raises(ServiceError, match="401"):
             Client(f"http://127.0.0.1:{port}").health()
+        assert c.create_agent("ts", "lin-ts", D, K, v=0.5) is True
+        assert c.create_agent("ts", "lin-ts", D, K, v=0.5) is False  # resent: the same agent
+        with pytest.raises(ServiceError, match="409: .*another configuration"):
+            c.create_agent("ts", "lin-ts", D, K, v=1.0)
+        ts = Client(f"http://127.0.0.1:{port}", token="t0k", agent="ts")
+        assert ts.reward(ts.decide(_contexts(1))["event_id"], 0.0) is True
+        assert {a["name"]: a["rewarded"] for a in c.agents()} == {"default": 1, "ts": 1}
+        c.remove_agent("ts")
+        with pytest.raises(ServiceError, match="404: no agent named 'ts'"):
+            ts.health()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -607,17 +648,18 @@ def test_a_network_trains_in_the_background_and_its_journal_replays_exactly(tmp_
     before it; each decision journals how many rewards its state held, so a restart replays the same state and
     arms; /metrics reports the staleness (decisions between a reward and the first decision using it)."""
     config = agent_config("neural-ucb", D, K, seed=3, width=8)
-    service = Service.open(tmp_path / "s", config, snapshot_every=7)
+    fleet = _fleet(tmp_path / "s", config, snapshot_every=7)
+    service = fleet.agents["default"]
     assert service.background
-    with TestClient(create_app(service)) as c:
+    with TestClient(create_app(fleet)) as c:
         for i in range(16):
             d = c.post("/decide", json={"contexts": _contexts(i)}).json()
             assert c.post("/reward", json={"event_id": d["event_id"], "value": float(i % 2)}).status_code == 200
-        metrics = c.get("/metrics").json()
+        metrics = c.get("/agents/default/metrics").json()
     assert metrics["staleness_decisions"]["n"] >= 1
-    versions = [r["v"] for s in segments(tmp_path / "s", service.folder_id) for r in s.records if r["op"] == "decide"]
+    versions = [r["v"] for s in segments(service.folder, service.folder_id) for r in s.records if r["op"] == "decide"]
     assert versions == sorted(versions) and all(v is not None for v in versions)
-    reopened = Service.open(tmp_path / "s")
+    reopened = Service.open(service.folder)
     assert (reopened.agent.rounds, reopened.agent.rewarded) == (16, 16)
     for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
         assert np.array_equal(np.asarray(a), np.asarray(b))

@@ -96,19 +96,22 @@ def _parser() -> argparse.ArgumentParser:
                         description="Estimate a candidate policy's value from the decisions, probabilities and "
                         "rewards a service logged (IPS, self-normalised IPS, doubly robust, with bootstrap "
                         "intervals): the candidate learns from the log in its order (docs/online.md).")
-    ev.add_argument("folder", type=Path, help="the service's state folder")
+    ev.add_argument("folder", type=Path, help="the service's state folder (or one agent's folder in it)")
+    ev.add_argument("--agent", default="default", help="the agent whose log to read (default: 'default')")
     ev.add_argument("--policy", required=True, help="the candidate: a registered policy name")
     ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a candidate hyperparameter (VALUE as in TOML); repeatable")
     ev.add_argument("--seed", type=int, default=0, help="the candidate's seed (default 0)")
     ev.add_argument("--estimators", nargs="+", default=["ips", "snips", "dr"], help="among ips, snips, dr")
-    srv = sub.add_parser("serve", help="serve an online agent over HTTP, its state durable in a folder",
-                         description="Serve an online agent (decide / reward / decide_batch / health / metrics) "
-                         "over HTTP. The folder keeps its configuration, write-ahead journal and snapshots: a "
-                         "restart (even after kill -9) resumes where it stopped. Give --policy, --d and --k (and "
-                         "optionally --horizon) to create a new folder; an existing one needs none of them.")
+    srv = sub.add_parser("serve", help="serve named online agents over HTTP, their state durable in a folder",
+                         description="Serve named online agents over HTTP (PUT /agents/NAME creates one; "
+                         "/agents/NAME/decide, /reward, /decide_batch, /health; docs/online.md). The folder keeps "
+                         "each agent's configuration, write-ahead journal and snapshots: a restart (even after "
+                         "kill -9) resumes where it stopped. --policy, --d and --k (and optionally --horizon, --set) "
+                         "create the agent 'default', which the unprefixed routes /decide, /reward ... serve; an "
+                         "existing folder needs none of them.")
     srv.add_argument("folder", type=Path, help="state folder (created if it does not exist)")
-    srv.add_argument("--policy", default=None, help="registered policy name (nlbandit list policies)")
+    srv.add_argument("--policy", default=None, help="the default agent's policy (nlbandit list policies)")
     srv.add_argument("--d", type=int, default=None, help="feature dimension of an arm")
     srv.add_argument("--k", type=int, default=None, help="the most arms offered in a round")
     srv.add_argument("--horizon", type=int, default=None, help="decisions the agent is built for (default: none, "
@@ -341,7 +344,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         result = evaluate_log(args.folder, args.policy, _hyperparameters(args.set, "evaluate"), seed=args.seed,
-                              estimators=tuple(args.estimators))
+                              agent=args.agent, estimators=tuple(args.estimators))
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -354,14 +357,16 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """``nlbandit serve``: the service of a state folder (created from the flags when new)."""
-    from nlbandit.service.app import agent_config, serve
+    from nlbandit.service.app import agent_config
+    from nlbandit.service.server import serve
 
     try:
         given = [args.policy, args.d, args.k]
         config = None
         if any(v is not None for v in given) or args.set or args.horizon is not None:
             if any(v is None for v in given):
-                raise ConfigError("serve: a new agent needs all of --policy, --d and --k (--horizon is optional)")
+                raise ConfigError("serve: the default agent needs all of --policy, --d and --k (--horizon is "
+                                  "optional)")
             config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed,
                                   **_hyperparameters(args.set, "serve"))
         serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token)

@@ -4,6 +4,12 @@
     decision = client.decide(contexts)                # {"event_id", "arm", "probability", "method", ...}
     client.reward(decision["event_id"], 1.0)          # True: counted now; False: it had counted already
 
+    client.create_agent("search", "lin-ts", d=20, k=50)  # True: created; False: it existed, same configuration
+    search = Client("http://127.0.0.1:8000", agent="search")  # the named agent's routes
+    client.agents()                                   # every agent with its configuration and counters
+
+Without ``agent``, a client uses the unprefixed routes, which serve the agent named ``default``.
+
 Retries. A request whose connection failed before an answer is sent again, up to ``retries`` times with a
 growing pause. A reward is safe to resend: the service learns an event once and answers 409 to a second
 copy, which :meth:`Client.reward` reports as "already counted" (False) instead of an error, so a reward whose
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Sequence
 
@@ -31,11 +38,13 @@ class ServiceError(RuntimeError):
 
 
 class Client:
-    """A client of the service at ``url`` (module docstring); ``token`` for a service that requires one."""
+    """A client of the service at ``url`` (module docstring); ``token`` for a service that requires one;
+    ``agent``: the named agent whose routes it uses (default: the agent ``default``)."""
 
-    def __init__(self, url: str, token: str | None = None, *, timeout: float = 30.0, retries: int = 3,
-                 backoff: float = 0.2):
+    def __init__(self, url: str, token: str | None = None, *, agent: str | None = None, timeout: float = 30.0,
+                 retries: int = 3, backoff: float = 0.2):
         self.url, self.timeout, self.retries, self.backoff = url.rstrip("/"), timeout, retries, backoff
+        self._prefix = "" if agent is None else f"/agents/{urllib.parse.quote(agent, safe='')}"
         self._headers = {"Content-Type": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -64,26 +73,26 @@ class Client:
 
     @staticmethod
     def _ok(status: int, reply: Any) -> Any:
-        if status != 200:
+        if status not in (200, 201):
             raise ServiceError(status, reply.get("error", "") if isinstance(reply, dict) else str(reply))
         return reply
 
     def decide(self, contexts: Sequence, mask: Sequence[bool] | None = None) -> dict[str, Any]:
         """One decision among ``contexts`` (K lists of d numbers): the service's reply."""
         body = {"contexts": _plain(contexts)} | ({} if mask is None else {"mask": _plain(mask)})
-        return self._ok(*self._call("POST", "/decide", body, resend=False))
+        return self._ok(*self._call("POST", self._prefix + "/decide", body, resend=False))
 
     def decide_batch(self, contexts: Sequence, masks: Sequence | None = None) -> list[dict[str, Any]]:
         """B decisions on the current state: the service's replies."""
         body = {"contexts": _plain(contexts)} | ({} if masks is None else {"masks": _plain(masks)})
-        return self._ok(*self._call("POST", "/decide_batch", body, resend=False))["decisions"]
+        return self._ok(*self._call("POST", self._prefix + "/decide_batch", body, resend=False))["decisions"]
 
     def reward(self, event_id: int, value: float, variance_bound: float | None = None) -> bool:
         """Give event ``event_id`` its reward; True if it counted now, False if it had counted already (a
         resent reward: safe to call again after any failure)."""
         body = {"event_id": event_id, "value": value} | (
             {} if variance_bound is None else {"variance_bound": variance_bound})
-        status, reply = self._call("POST", "/reward", body, resend=True)
+        status, reply = self._call("POST", self._prefix + "/reward", body, resend=True)
         if status == 409:
             return False
         self._ok(status, reply)
@@ -91,7 +100,23 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """The agent's counters and status."""
-        return self._ok(*self._call("GET", "/health", resend=True))
+        return self._ok(*self._call("GET", self._prefix + "/health", resend=True))
+
+    def create_agent(self, name: str, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0,
+                     **hyperparameters: Any) -> bool:
+        """Create the agent ``name``; True if created now, False if it existed with this configuration (safe
+        to resend); ServiceError 409 for an agent of that name with another configuration."""
+        body = {"policy": policy, "d": d, "k": k, "horizon": horizon, "seed": seed, "hyperparameters": hyperparameters}
+        status, reply = self._call("PUT", f"/agents/{urllib.parse.quote(name, safe='')}", body, resend=True)
+        return self._ok(status, reply)["created"]
+
+    def agents(self) -> list[dict[str, Any]]:
+        """Every agent of the service with its configuration, counters and status."""
+        return self._ok(*self._call("GET", "/agents", resend=True))["agents"]
+
+    def remove_agent(self, name: str) -> None:
+        """Remove the agent ``name`` and its files (ServiceError 404 if there is none)."""
+        self._ok(*self._call("DELETE", f"/agents/{urllib.parse.quote(name, safe='')}", resend=False))
 
 
 def _plain(values: Any) -> Any:

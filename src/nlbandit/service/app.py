@@ -1,9 +1,9 @@
-"""``nlbandit serve``: an :class:`~nlbandit.agent.Agent` behind an HTTP API, with durable state.
+"""One agent of ``nlbandit serve``: an :class:`~nlbandit.agent.Agent` with durable state in a folder of its own.
 
-State folder (one per service, held by one process at a time):
+Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one process at a time):
 
-* ``lock``: locked (``flock``) by the service holding the folder, with its pid; a second service on the
-  folder is refused at start-up, and the lock goes with the process that held it (also after ``kill -9``);
+* ``lock``: locked (``flock``) by the process serving the agent, with its pid; a second one is refused,
+  and the lock goes with the process that held it (also after ``kill -9``);
 * ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed) and the folder's random
   id, written when the folder is created; a later start with another configuration is refused;
 * ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
@@ -28,27 +28,9 @@ reward is lost (its record was synced before the reply) and none is applied twic
 gets 409, the event having been learnt). A request cut short by the crash was never answered; if its record
 reached the file it is replayed, so a resent reward gets 409 and tells the client it counted.
 
-API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input; numbers are
-JSON numbers (no strings, booleans, NaN or infinities), within the agent's bounds
-(:data:`~nlbandit.agent.MAX_MAGNITUDE`); an agent whose state diverged answers 503):
-
-* ``POST /decide`` ``{"contexts": [[...] × d] × K, "mask": [bool × K]?}`` → ``{"event_id", "arm",
-  "probability", "method", "score", "bonus"}``;
-* ``POST /decide_batch`` ``{"contexts": [B × K × d], "masks": [B × K]?}`` → ``{"decisions": [...]}``;
-* ``POST /reward`` ``{"event_id", "value", "variance_bound"?}`` or ``{"rewards": [{"event_id", "value",
-  "variance_bound"?}, ...]}`` (all or nothing) → ``{"accepted": n}``; 404 for an event never issued, 409 for
-  one already rewarded;
-* ``GET /health`` → status, policy, rounds, rewards learnt, pending events, what start-up recovered, and the
-  last snapshot failure (a failed snapshot costs nothing but time at the next start: the journal holds every
-  record, and the request that triggered it is answered as usual);
-* ``GET /metrics`` → request and error counts, journal records, and decide latency percentiles;
-* ``GET /`` → the status page (:mod:`nlbandit.service.status`);
-* ``GET /openapi.json`` → this API as an OpenAPI 3.1 description (:data:`OPENAPI`).
-
-Limits: bodies of at most :data:`MAX_BODY` bytes, batches of at most :data:`MAX_BATCH` (else 413).
-
-Requests are served one at a time by the agent (it runs on the event loop between awaits), while their
-journal syncs overlap (group commit).
+Its requests (``decide``, ``decide_batch``, ``reward``: :meth:`Service.decide` ...) take parsed JSON bodies
+and raise :class:`RequestError` with an HTTP status for what they refuse; :mod:`nlbandit.service.server` routes
+HTTP to them, and :mod:`nlbandit.service.fleet` holds many such agents in one state folder.
 """
 
 from __future__ import annotations
@@ -61,7 +43,6 @@ import functools
 import json
 import math
 import os
-import time
 import uuid
 from collections import Counter, deque
 from pathlib import Path
@@ -73,7 +54,7 @@ from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward,
 from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.service.journal import Journal, compact, decode_array, encode_array, read_journal, segments
-from nlbandit.service.status import Activity, render
+from nlbandit.service.status import Activity
 
 MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
@@ -99,16 +80,19 @@ def agent_config(policy: str, d: int, k: int, horizon: int | None = None, seed: 
 class Service:
     """An agent, its journal and its snapshots in a state folder (module docstring); :meth:`open` builds one."""
 
-    def __init__(self, folder: Path, agent: Agent, journal: Journal, snapshot_every: int, lock: int, folder_id: str,
-                 recovered: str):
-        self.folder, self.agent, self.journal, self.snapshot_every = folder, agent, journal, snapshot_every
-        self._lock, self.folder_id, self.recovered = lock, folder_id, recovered
+    def __init__(self, folder: Path, config: dict[str, Any], agent: Agent, journal: Journal, snapshot_every: int,
+                 lock: int, folder_id: str, recovered: str, trainer: concurrent.futures.Executor | None = None):
+        self.folder, self.config, self.agent, self.journal = folder, config, agent, journal
+        self.snapshot_every, self._lock, self.folder_id, self.recovered = snapshot_every, lock, folder_id, recovered
         self._snapshot_at = agent.meta.get("journal_records", 0)
         self.failed: str | None = None  # why the service stopped taking requests (a journal write failed)
         self.snapshot_error: str | None = None  # why the last snapshot failed (None after one that succeeded)
         self.counts: Counter = Counter()
         self.background = not agent.numpy_round  # jitted policies (networks) train in a thread of their own
-        self._trainer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nlbandit-training")
+        self._owns_trainer = trainer is None
+        self._trainer = trainer or concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nlbandit-training")
+        self._training: concurrent.futures.Future | None = None  # this agent's latest training step
+        self.closed = False
         self._arrivals: deque = deque()  # decisions made when each reward not yet used arrived
         self._used = agent.learnt  # rewards used by a decision so far
         self.staleness: deque = deque(maxlen=10_000)  # decisions between a reward and the first to use it
@@ -116,11 +100,12 @@ class Service:
         self.latency: deque = deque(maxlen=10_000)  # seconds of the last decide requests (agent + sync)
 
     @classmethod
-    def open(cls, folder: str | os.PathLike, config: dict[str, Any] | None = None,
-             snapshot_every: int = 1000) -> "Service":
+    def open(cls, folder: str | os.PathLike, config: dict[str, Any] | None = None, snapshot_every: int = 1000,
+             trainer: concurrent.futures.Executor | None = None) -> "Service":
         """The service of ``folder``: created with ``config`` (:func:`agent_config`) when the folder holds
         none, else recovered from its snapshot and journal (``config``, if given, must equal the stored one).
-        The folder stays locked until :meth:`close` (or the process ends).
+        The folder stays locked until :meth:`close` (or the process ends). A jitted agent trains in ``trainer``
+        (one thread shared by the agents of a :class:`~nlbandit.service.fleet.Fleet`; default: its own).
 
         Raises:
           ConfigError: another service holds the folder; no configuration for a new folder, a configuration
@@ -130,15 +115,11 @@ class Service:
             changed then (a folder created by this call is removed).
         """
         folder = Path(folder)
-        if not isinstance(snapshot_every, int) or isinstance(snapshot_every, bool) or snapshot_every < 1:
-            raise ConfigError(f"snapshot_every must be an integer >= 1, got {snapshot_every!r}")
-        created = not folder.exists()
-        if not created and not folder.is_dir():
-            raise ConfigError(f"{folder} is not a folder")
+        created = check_folder(folder, snapshot_every)
         folder.mkdir(parents=True, exist_ok=True)
-        lock = _lock(folder)
+        lock = lock_folder(folder)
         try:
-            return cls._recover(folder, config, snapshot_every, lock)
+            return cls._recover(folder, config, snapshot_every, lock, trainer)
         except BaseException:
             os.close(lock)
             if created:
@@ -148,7 +129,8 @@ class Service:
             raise
 
     @classmethod
-    def _recover(cls, folder: Path, config: dict[str, Any] | None, snapshot_every: int, lock: int) -> "Service":
+    def _recover(cls, folder: Path, config: dict[str, Any] | None, snapshot_every: int, lock: int,
+                 trainer: concurrent.futures.Executor | None) -> "Service":
         stored = folder / "agent.json"
         if stored.exists():
             saved = json.loads(stored.read_text())
@@ -185,7 +167,7 @@ class Service:
                      f"records, {start} of them in the snapshot, {base} in {len(compacted)} compacted segments)")
         if contents.torn:
             recovered += f"; cut off the journal's torn final record, never acknowledged: {contents.torn}"
-        return cls(folder, agent, journal, snapshot_every, lock, folder_id, recovered)
+        return cls(folder, config, agent, journal, snapshot_every, lock, folder_id, recovered, trainer)
 
     def decide(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
@@ -275,10 +257,11 @@ class Service:
         """Learn the rewards accepted so far (run after a reward's reply is sent, so that the next decision
         does not wait for the update: :meth:`nlbandit.agent.Agent.learn`); in the background mode in the
         training thread, while decisions go on with the state before it."""
-        if self.failed:
+        if self.failed or self.closed:
             return
         if self.background:
-            await asyncio.get_running_loop().run_in_executor(self._trainer, self.agent.learn)
+            self._training = self._trainer.submit(self.agent.learn)
+            await asyncio.wrap_future(self._training)
         else:
             self.agent.learn()
 
@@ -334,7 +317,11 @@ class Service:
 
     def close(self) -> None:
         """Finish the training under way, sync the journal, close it, and release the folder."""
-        self._trainer.shutdown(wait=True)
+        self.closed = True
+        if self._owns_trainer:
+            self._trainer.shutdown(wait=True)
+        elif self._training is not None:
+            concurrent.futures.wait([self._training])
         self.journal.close()
         os.close(self._lock)
 
@@ -345,7 +332,18 @@ def _new_agent(config: dict[str, Any]) -> Agent:
                  **config["hyperparameters"])
 
 
-def _lock(folder: Path) -> int:
+def check_folder(folder: Path, snapshot_every: Any) -> bool:
+    """Whether ``folder`` is to be created (it does not exist); ConfigError if it is not a folder or
+    ``snapshot_every`` is not an integer >= 1."""
+    if not isinstance(snapshot_every, int) or isinstance(snapshot_every, bool) or snapshot_every < 1:
+        raise ConfigError(f"snapshot_every must be an integer >= 1, got {snapshot_every!r}")
+    created = not folder.exists()
+    if not created and not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder")
+    return created
+
+
+def lock_folder(folder: Path) -> int:
     """Lock ``folder`` for this process (its ``lock`` file, ``flock``, holding the pid); the descriptor holds the
     lock. ConfigError when another process (or another service of this one) holds it."""
     fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -378,10 +376,18 @@ def _load_snapshot(path: Path, folder_id: str, scratch: Agent) -> Agent:
     return agent
 
 
+_WARMED: set[str] = set()
+"""The configurations (but their seeds) :func:`_warm_up` compiled in this process."""
+
+
 def _warm_up(config: dict[str, Any]) -> Agent:
     """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
-    agents of the same policy and shapes), so that the first request does not wait for compilation; return
-    a fresh agent of ``config``. ConfigError if the configuration is invalid."""
+    agents of the same policy and shapes), so that the first request does not wait for compilation, once per
+    configuration but its seed; return a fresh agent of ``config``. ConfigError if the configuration is
+    invalid."""
+    key = json.dumps({**config, "seed": None}, sort_keys=True, default=repr)
+    if key in _WARMED:
+        return _new_agent(config)
     scratch = _new_agent(config)
     x = np.zeros((config["k"], config["d"]))
     low, high = scratch.policy.meta.requires.reward_range or (0.0, 0.0)
@@ -392,6 +398,7 @@ def _warm_up(config: dict[str, Any]) -> Agent:
             scratch.reward(scratch.decide(x).event_id, value, bound)
         except ValueError:
             break  # a policy that refuses the dummy round compiles on the first request instead
+    _WARMED.add(key)
     return _new_agent(config)
 
 
@@ -501,198 +508,5 @@ def _number(r: dict, name: str, where: str) -> float:
     return float(v)
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
-
-
-_MATRIX = {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}
-_DECISION = _schema({"event_id": {"type": "integer"}, "arm": {"type": "integer"},
-                     "probability": {"type": ["number", "null"]}, "method": {"type": "string"},
-                     "score": {"type": ["number", "null"]}, "bonus": {"type": ["number", "null"]}},
-                    ["event_id", "arm", "probability", "method"])
-_REWARD = _schema({"event_id": {"type": "integer"}, "value": {"type": "number"},
-                   "variance_bound": {"type": "number"}}, ["event_id", "value"])
-_ERROR = {"description": "refused, nothing changed", "content": {"application/json": {"schema": _schema(
-    {"error": {"type": "string"}}, ["error"])}}}
-
-
-def _post(summary: str, request: dict[str, Any], reply: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
-    return {"post": {"summary": summary, "requestBody": {"required": True, "content": {"application/json": {
-        "schema": request}}}, "responses": {"200": {"description": "done (durable)", "content": {
-            "application/json": {"schema": reply}}}, **{code: {**_ERROR, "description": why}
-                                                       for code, why in errors.items()}}}}
-
-
-OPENAPI: dict[str, Any] = {
-    "openapi": "3.1.0",
-    "info": {"title": "nlbandit serve", "version": "1",
-             "description": "An online contextual-bandit agent with a durable journal (docs/online.md)."},
-    "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
-    "security": [{"token": []}, {}],
-    "paths": {
-        "/decide": _post("Choose an arm among K arms of d features", _schema(
-            {"contexts": _MATRIX, "mask": {"type": "array", "items": {"type": "boolean"}}}, ["contexts"]), _DECISION,
-            {"400": "malformed, or outside the bounds", "401": "no token", "413": "too large",
-             "503": "the agent diverged, or its journal failed"}),
-        "/decide_batch": _post("B decisions on the current state", _schema(
-            {"contexts": {"type": "array", "items": _MATRIX}, "masks": {"type": "array", "items": {
-                "type": "array", "items": {"type": "boolean"}}}}, ["contexts"]),
-            _schema({"decisions": {"type": "array", "items": _DECISION}}, ["decisions"]),
-            {"400": "malformed", "401": "no token", "413": f"more than {MAX_BATCH} decisions or too large"}),
-        "/reward": _post("The reward of a decision, or of a batch (all or nothing)", {"oneOf": [_REWARD, _schema(
-            {"rewards": {"type": "array", "items": _REWARD}}, ["rewards"])]},
-            _schema({"accepted": {"type": "integer"}}, ["accepted"]),
-            {"400": "malformed", "401": "no token", "404": "an event never issued",
-             "409": "an event already rewarded: it counted once", "413": f"more than {MAX_BATCH} rewards"}),
-        "/health": {"get": {"summary": "The agent's counters and status", "responses": {"200": {
-            "description": "status, policy, d, k, rounds, rewarded, pending, recovered, snapshot_error"}}}},
-        "/metrics": {"get": {"summary": "Request counts and latencies: JSON, or Prometheus text for Accept: "
-                                        "text/plain", "responses": {"200": {"description": "metrics"}}}},
-        "/": {"get": {"summary": "The status page (HTML)", "responses": {"200": {"description": "the page"}}}},
-    },
-}
-"""The service's API as an OpenAPI 3.1 description (``GET /openapi.json``)."""
-
-TOKEN_VARIABLE = "NLBANDIT_SERVE_TOKEN"
-"""The environment variable ``nlbandit serve`` reads its token from when ``--token`` is not given."""
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-"""The addresses ``nlbandit serve`` binds without a token (only this machine can reach them)."""
-
-
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to bind a non-loopback ``host`` without a token (anyone who can reach it could decide and reward).
-
-    Raises:
-      ConfigError: naming the two ways to give one.
-    """
-    if host not in LOOPBACK and not token:
-        raise ConfigError(f"serve: binding {host!r} (not loopback) needs a token: --token TOKEN or ${TOKEN_VARIABLE}; "
-                          "clients then send 'Authorization: Bearer TOKEN'")
-
-
-def prometheus_text(service: Service) -> str:
-    """:meth:`Service.metrics` and the agent's counters in the Prometheus text exposition format (0.0.4)."""
-    m, a = service.metrics(), service.agent
-    lines = ["# HELP nlbandit_requests_total Requests answered, by outcome.", "# TYPE nlbandit_requests_total counter"]
-    lines += [f'nlbandit_requests_total{{outcome="{kind}"}} {count}' for kind, count in sorted(m["counts"].items())]
-    for name, value, help_text in (("journal_records", m["journal_records"], "Records in the journal."),
-                                   ("rounds", a.rounds, "Decisions made."), ("rewarded", a.rewarded, "Rewards learnt."),
-                                   ("pending", len(a.pending), "Decisions awaiting their reward.")):
-        lines += [f"# HELP nlbandit_{name} {help_text}", f"# TYPE nlbandit_{name} gauge", f"nlbandit_{name} {value}"]
-    lines += ["# HELP nlbandit_decide_latency_ms Decide latency over the last 10,000 requests (agent and journal).",
-              "# TYPE nlbandit_decide_latency_ms summary"]
-    lines += [f'nlbandit_decide_latency_ms{{quantile="0.{q[1:]}"}} {v}' for q, v in m["decide_latency_ms"].items()
-              if q != "n"]
-    lines.append(f"nlbandit_decide_latency_ms_count {m['decide_latency_ms']['n']}")
-    return "\n".join(lines) + "\n"
-
-
-def create_app(service: Service, max_body: int = MAX_BODY, token: str | None = None):
-    """The ASGI application (Starlette) serving ``service``; with ``token``, every request must carry
-    ``Authorization: Bearer <token>`` (else 401)."""
-    import hmac
-
-    from starlette.applications import Starlette
-    from starlette.background import BackgroundTask
-    from starlette.middleware import Middleware
-    from starlette.requests import ClientDisconnect, Request
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
-    from starlette.routing import Route
-
-    class Authorize:
-        """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>``."""
-
-        def __init__(self, app):
-            self.app, self.expected = app, f"Bearer {token}".encode()
-
-        async def __call__(self, scope, receive, send):
-            given = dict(scope.get("headers", ())).get(b"authorization", b"")
-            if scope["type"] == "http" and not hmac.compare_digest(given, self.expected):
-                service.counts["error 401"] += 1
-                refusal = JSONResponse({"error": "missing or wrong token: send 'Authorization: Bearer TOKEN'"},
-                                       status_code=401, headers={"WWW-Authenticate": "Bearer"})
-                await refusal(scope, receive, send)
-                return
-            await self.app(scope, receive, send)
-
-    async def body_of(request: Request) -> Any:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > max_body):
-            raise RequestError(413, f"request body larger than {max_body} bytes")
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > max_body:
-                raise RequestError(413, f"request body larger than {max_body} bytes")
-        return parse_json(bytes(data))
-
-    def handler(method):
-        async def handle(request: Request) -> JSONResponse:
-            start = time.perf_counter()
-            try:
-                reply = method(await body_of(request))
-                await service.durable()
-            except RequestError as e:
-                service.counts[f"error {e.status}"] += 1
-                return JSONResponse({"error": str(e)}, status_code=e.status)
-            except ClientDisconnect:
-                return JSONResponse({"error": "client disconnected"}, status_code=400)
-            except OSError as e:  # the journal could not be synced: the reply cannot promise durability
-                service.failed = f"a journal sync failed ({e}); restart the service"
-                return JSONResponse({"error": service.failed}, status_code=503)
-            if method == service.decide:
-                service.latency.append(time.perf_counter() - start)
-            learn = BackgroundTask(service.learn) if method == service.reward else None
-            return JSONResponse(reply, background=learn)
-        return handle
-
-    async def health(request: Request) -> JSONResponse:
-        return JSONResponse(service.health())
-
-    async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(OPENAPI)
-
-    async def status(request: Request) -> HTMLResponse:
-        return HTMLResponse(render(service.health(), service.metrics(), service.activity))
-
-    async def metrics(request: Request):
-        accept = request.headers.get("accept", "")
-        if "text/plain" in accept or "openmetrics" in accept or request.query_params.get("format") == "prometheus":
-            return PlainTextResponse(prometheus_text(service), media_type="text/plain; version=0.0.4")
-        return JSONResponse(service.metrics())
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        yield
-        service.close()
-
-    return Starlette(routes=[Route("/decide", handler(service.decide), methods=["POST"]),
-                             Route("/decide_batch", handler(service.decide_batch), methods=["POST"]),
-                             Route("/reward", handler(service.reward), methods=["POST"]),
-                             Route("/health", health), Route("/metrics", metrics), Route("/", status),
-                             Route("/openapi.json", openapi)],
-                     lifespan=lifespan, middleware=[] if token is None else [Middleware(Authorize)])
-
-
-def serve(folder: str | os.PathLike, config: dict[str, Any] | None, host: str = "127.0.0.1", port: int = 8000,
-          snapshot_every: int = 1000, max_body: int = MAX_BODY, token: str | None = None) -> None:
-    """Open (or create) the service of ``folder`` and serve it with uvicorn until interrupted; ``token``
-    (default: ``$NLBANDIT_SERVE_TOKEN``) is required by every request, and by a non-loopback ``host``."""
-    token = token or os.environ.get(TOKEN_VARIABLE) or None
-    check_binding(host, token)
-    try:
-        import starlette  # noqa: F401
-        import uvicorn
-    except ImportError:
-        raise ConfigError("nlbandit serve needs starlette and uvicorn: pip install 'nlbandit[serve]' (or -e "
-                          "'.[serve]' in a checkout)") from None
-
-    service = Service.open(folder, config, snapshot_every)
-    print(f"nlbandit serve: {service.agent.config['name']} (d = {service.agent.spec.d}, k = {service.agent.spec.k}) "
-          f"from {folder}: recovered {service.recovered}; listening on http://{host}:{port}"
-          + (" (requests need the token)" if token else ""), flush=True)
-    uvicorn.run(create_app(service, max_body, token), host=host, port=port, log_level="warning")
-
-
-__all__ = ["LOOPBACK", "MAX_BATCH", "MAX_BODY", "OPENAPI", "RequestError", "Service", "TOKEN_VARIABLE", "agent_config",
-           "check_binding", "create_app", "prometheus_text", "serve"]
+__all__ = ["MAX_BATCH", "MAX_BODY", "RequestError", "Service", "agent_config", "check_folder", "lock_folder",
+           "parse_json"]

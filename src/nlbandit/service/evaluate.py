@@ -47,19 +47,22 @@ class Evaluation(NamedTuple):
 
 
 def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any] | None = None, *, seed: int = 0,
-                 estimators: tuple[str, ...] = ESTIMATORS, estimate_draws: int = 1000, ridge: float = 1.0,
-                 resamples: int = 1000, level: float = 0.95) -> Evaluation:
-    """Off-policy estimates of ``policy`` (with ``hyperparameters``, seed ``seed``) on the journal of the service
-    folder ``folder`` (module docstring); each estimator's bootstrap interval at ``level``.
+                 agent: str = "default", estimators: tuple[str, ...] = ESTIMATORS, estimate_draws: int = 1000,
+                 ridge: float = 1.0, resamples: int = 1000, level: float = 0.95) -> Evaluation:
+    """Off-policy estimates of ``policy`` (with ``hyperparameters``, seed ``seed``) on the journal of the agent
+    ``agent`` of the service folder ``folder`` (or of the agent folder ``folder`` itself) (module docstring);
+    each estimator's bootstrap interval at ``level``.
 
     Raises:
       ConfigError: a folder without a service, an invalid candidate, an unknown estimator, or a journal
         without a rewarded decision that has a logged probability.
     """
     folder = Path(folder)
+    if not (folder / "agent.json").exists():  # a service's state folder, not an agent's: its agent ``agent``
+        folder = folder / "agents" / agent
     stored = folder / "agent.json"
     if not stored.exists():
-        raise ConfigError(f"evaluate: {folder} holds no service (no agent.json)")
+        raise ConfigError(f"evaluate: {folder} holds no agent (no agent.json)")
     config = json.loads(stored.read_text())
     unknown = [e for e in estimators if e not in ESTIMATORS]
     if unknown or not estimators:

@@ -1,8 +1,10 @@
-"""The service's status page (``GET /``): one server-rendered HTML page, no external assets, no script.
+"""The service's status pages: server-rendered HTML, no external assets, no script.
 
-What the service has seen since this process started (:class:`Activity`, fed by the request handlers):
-decisions and rewards per minute over the last hour, the arms chosen, the mean reward with its 95% normal
-interval, request rates and decide latencies; and the agent's own counters (decisions, rewards learnt,
+``GET /`` (:func:`render_index`): every agent with its policy, shapes, counters and status (a link to its
+page), and the service's request counts and decide latencies. ``GET /agents/{name}/status``
+(:func:`render`): what the agent has seen since this process started (:class:`Activity`, fed by the request
+handlers): decisions and rewards per minute over the last hour, the arms chosen, the mean reward with its 95%
+normal interval, request rates and decide latencies; and the agent's own counters (decisions, rewards learnt,
 pending), which include what start-up recovered. Charts are inline SVG.
 """
 
@@ -57,6 +59,11 @@ class Activity:
         return self.mean, self.mean - half, self.mean + half
 
 
+_STYLE = """<style>body{font-family:sans-serif;margin:2em;max-width:62em} .chart rect{fill:#3b6ea5}
+table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}
+.bad{color:#b00}</style>"""
+
+
 def _bars(values: list[float], labels: list[str], width: int = 560, height: int = 120) -> str:
     """An inline SVG bar chart."""
     top = max(values, default=0) or 1
@@ -88,11 +95,10 @@ def render(health: dict[str, Any], metrics: dict[str, Any], activity: Activity) 
     status = html.escape(str(health["status"]))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>nlbandit serve: {html.escape(health['policy'])}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:62em}} .chart rect{{fill:#3b6ea5}}
-table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}
-.bad{{color:#b00}}</style></head>
+{_STYLE}</head>
 <body>
 <h1>nlbandit serve</h1>
+<p><a href="/">All agents</a></p>
 <p>Agent <b>{html.escape(health['policy'])}</b> (d = {health['d']}, K = {k}): status
 <span class="{'bad' if status != 'ok' else ''}">{status}</span>; {health['rounds']} decisions,
 {health['rewarded']} rewards learnt, {health['pending']} pending. Recovered at start-up:
@@ -109,4 +115,32 @@ table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .6em
 """
 
 
-__all__ = ["Activity", "render"]
+
+def render_index(agents: list[dict[str, Any]], metrics: dict[str, Any]) -> str:
+    """The service's page: ``agents`` (:meth:`~nlbandit.service.fleet.Fleet.listing`) and the service's
+    ``metrics`` (:func:`~nlbandit.service.server.fleet_metrics`)."""
+    rows = "".join(
+        f"<tr><td><a href=\"/agents/{html.escape(a['name'])}/status\">{html.escape(a['name'])}</a></td>"
+        f"<td>{html.escape(str(a.get('policy', '')))}</td><td>{a.get('d', '')}</td><td>{a.get('k', '')}</td>"
+        f"<td>{a.get('rounds', '')}</td><td>{a.get('rewarded', '')}</td>"
+        f"<td class=\"{'' if a['status'] == 'ok' else 'bad'}\">{html.escape(a['status'])}</td></tr>" for a in agents)
+    latency = metrics["decide_latency_ms"]
+    lat = ", ".join(f"{q} {latency[q]:.2f} ms" for q in ("p50", "p90", "p99") if q in latency) or "no decisions yet"
+    counts = "".join(f"<tr><td>{html.escape(kind)}</td><td>{n}</td></tr>"
+                     for kind, n in sorted(metrics["counts"].items()))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>nlbandit serve: {len(agents)} agents</title>
+{_STYLE}</head>
+<body>
+<h1>nlbandit serve</h1>
+<p>{metrics['agents']} agents{f", {metrics['unavailable']} unavailable" if metrics['unavailable'] else ""};
+{metrics['journal_records']} journal records. Decide latency (all agents, agent and journal sync, last 10,000):
+{lat}.</p>
+<table><tr><th>agent</th><th>policy</th><th>d</th><th>K</th><th>decisions</th><th>rewards</th><th>status</th></tr>
+{rows}</table>
+<h3>Requests</h3><table><tr><th>outcome</th><th>count</th></tr>{counts}</table>
+</body></html>
+"""
+
+
+__all__ = ["Activity", "render", "render_index"]

@@ -1,0 +1,156 @@
+"""Many named agents in one service (nlbandit.service.fleet, the /agents routes): created, served, removed and
+recovered one by one, each with its own journal."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette", reason="the service needs the test extra's starlette and httpx2")
+from starlette.testclient import TestClient  # noqa: E402
+
+from nlbandit.core.hyper import ConfigError  # noqa: E402
+from nlbandit.service.fleet import Fleet, config_of  # noqa: E402
+from nlbandit.service.server import create_app  # noqa: E402
+
+D, K = 3, 4
+UCB = {"policy": "lin-ucb", "d": D, "k": K, "seed": 1}
+TS = {"policy": "lin-ts", "d": D, "k": K, "hyperparameters": {"v": 0.5}}
+
+
+def _contexts(i: int) -> list[list[float]]:
+    return np.random.default_rng(i).normal(size=(K, D)).round(6).tolist()
+
+
+def _play(c: TestClient, name: str, rounds: int, first: int = 0) -> None:
+    for i in range(first, first + rounds):
+        d = c.post(f"/agents/{name}/decide", json={"contexts": _contexts(i)})
+        assert d.status_code == 200, d.text
+        r = c.post(f"/agents/{name}/reward", json={"event_id": d.json()["event_id"], "value": float(i % 2)})
+        assert r.status_code == 200, r.text
+
+
+def _states_equal(a, b) -> bool:
+    return all(np.array_equal(np.asarray(x), np.asarray(y))
+               for x, y in zip(jax.tree.leaves(a.agent.state), jax.tree.leaves(b.agent.state)))
+
+
+def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp_path):
+    folder = tmp_path / "s"
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        assert c.get("/agents").json() == {"agents": []}
+        r = c.put("/agents/home-page", json=UCB)
+        assert r.status_code == 201 and r.json()["created"] is True and r.json()["policy"] == "lin-ucb"
+        assert c.put("/agents/home-page", json=UCB).status_code == 200  # a resent PUT: the same agent
+        r = c.put("/agents/home-page", json=TS)
+        assert r.status_code == 409 and "another configuration" in r.json()["error"]
+        assert c.put("/agents/search.v2", json=TS).status_code == 201
+        _play(c, "home-page", 5)
+        _play(c, "search.v2", 3)
+        listed = {a["name"]: a for a in c.get("/agents").json()["agents"]}
+        assert {n: (a["policy"], a["rounds"], a["rewarded"], a["status"]) for n, a in listed.items()} == {
+            "home-page": ("lin-ucb", 5, 5, "ok"), "search.v2": ("lin-ts", 3, 3, "ok")}
+        assert c.get("/agents/search.v2").json()["hyperparameters"] == {"v": 0.5}
+        r = c.post("/decide", json={"contexts": _contexts(0)})  # the unprefixed routes serve 'default'
+        assert r.status_code == 404 and "no agent named 'default'" in r.json()["error"]
+        assert c.delete("/agents/home-page").json() == {"removed": "home-page"}
+        assert not (folder / "agents" / "home-page").exists() and not any((folder / "deleted").iterdir())
+        r = c.post("/agents/home-page/decide", json={"contexts": _contexts(0)})
+        assert r.status_code == 404 and c.delete("/agents/home-page").status_code == 404
+        assert c.put("/agents/home-page", json=UCB).status_code == 201  # a new agent under the old name
+        assert c.get("/agents/home-page").json()["rounds"] == 0
+        text = c.get("/metrics", headers={"Accept": "text/plain"}).text
+        assert 'nlbandit_rounds{agent="search.v2"} 3' in text and "nlbandit_agents 2" in text
+        assert c.get("/metrics").json()["counts"]["decide"] == 8
+
+
+@pytest.mark.parametrize(("name", "body", "message"), [
+    ("a/b", UCB, None),  # a route that does not exist
+    ("-x", UCB, "agent name '-x'"),
+    ("x" * 65, UCB, "1 to 64 letters"),
+    ("ok", {"policy": "lin-ucb", "d": D}, "field 'k' is required"),
+    ("ok", {**UCB, "horizn": 10}, "unknown field(s) ['horizn']"),
+    ("ok", {**UCB, "d": "3"}, "field 'd' must be an integer"),
+    ("ok", {**UCB, "d": True}, "field 'd' must be an integer"),
+    ("ok", {**UCB, "hyperparameters": [1]}, "field 'hyperparameters' must be an object"),
+    ("ok", {**UCB, "d": 0}, "d"),  # refused by the agent's own checks
+    ("ok", {**UCB, "policy": "no-such-policy"}, "no-such-policy"),
+    ("ok", {**UCB, "hyperparameters": {"alpha": -1.0}}, "alpha"),
+])
+def test_a_refused_creation_leaves_nothing_behind(tmp_path, name, body, message):
+    folder = tmp_path / "s"
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        r = c.put(f"/agents/{name}", json=body)
+        assert r.status_code in (400, 404), r.text
+        if message is not None:
+            assert r.status_code == 400 and message in r.json()["error"]
+        assert c.get("/agents").json() == {"agents": []}
+    assert list((folder / "agents").iterdir()) == []
+
+
+def test_each_agent_recovers_on_its_own_and_a_damaged_one_does_not_stop_the_others(tmp_path):
+    folder = tmp_path / "s"
+    fleet = Fleet.open(folder, snapshot_every=4)
+    with TestClient(create_app(fleet)) as c:
+        for name, config in (("a", UCB), ("b", TS), ("c", UCB)):
+            assert c.put(f"/agents/{name}", json=config).status_code == 201
+        _play(c, "a", 7)
+        _play(c, "b", 9, first=100)
+        _play(c, "c", 2, first=200)
+        before = dict(fleet.agents)  # (closing the service empties it)
+    again = Fleet.open(folder)
+    assert sorted(again.agents) == ["a", "b", "c"] and again.unavailable == {}
+    for name in "abc":
+        assert again.agents[name].agent.rounds == before[name].agent.rounds
+        assert _states_equal(again.agents[name], before[name]), name
+    again.close()
+
+    journal = folder / "agents" / "b" / "journal.log"
+    data = journal.read_bytes()
+    journal.write_bytes(data[:20] + bytes([data[20] ^ 1]) + data[21:])  # damage in b's journal header
+    damaged = journal.read_bytes()
+    with TestClient(create_app(Fleet.open(folder, {"b": config_of(TS)}))) as c:  # (asked for: it exists)
+        r = c.post("/agents/b/decide", json={"contexts": _contexts(0)})
+        assert r.status_code == 503 and "could not be recovered" in r.json()["error"]
+        assert [a["status"].split(":")[0] for a in c.get("/agents").json()["agents"]] == ["ok", "unavailable", "ok"]
+        _play(c, "a", 1, first=7)  # the others serve
+        assert c.put("/agents/b", json=TS).status_code == 503
+    assert journal.read_bytes() == damaged  # left as it was, for the operator
+
+
+def test_start_up_finishes_a_removal_and_drops_a_creation_a_crash_cut_short(tmp_path):
+    folder = tmp_path / "s"
+    fleet = Fleet.open(folder, {"kept": {"policy": "lin-ucb", "d": D, "k": K, "horizon": None, "seed": 0,
+                                         "hyperparameters": {}}})
+    fleet.close()
+    (folder / "agents" / "half-made").mkdir()
+    (folder / "agents" / "half-made" / "lock").write_text("123\n")  # the folder's lock, before its agent.json
+    (folder / "deleted" / "gone.1234abcd").mkdir(parents=True)
+    (folder / "deleted" / "gone.1234abcd" / "journal.log").write_bytes(b"x")
+    again = Fleet.open(folder)
+    assert sorted(again.agents) == ["kept"] and not (folder / "agents" / "half-made").exists()
+    assert list((folder / "deleted").iterdir()) == [] and len(again.recovered) == 2
+    again.close()
+
+
+def test_a_second_service_on_the_folder_and_the_one_agent_layout_are_refused(tmp_path):
+    first = Fleet.open(tmp_path / "s")
+    with pytest.raises(ConfigError, match="held by another nlbandit service"):
+        Fleet.open(tmp_path / "s")
+    first.close()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "agent.json").write_text("{}")
+    with pytest.raises(ConfigError, match="earlier one-agent layout: move its files into"):
+        Fleet.open(tmp_path / "old")
+
+
+def test_the_index_page_lists_every_agent(tmp_path):
+    with TestClient(create_app(Fleet.open(tmp_path / "s"))) as c:
+        for name in ("x", "y"):
+            c.put(f"/agents/{name}", json=UCB)
+        _play(c, "y", 2)
+        page = c.get("/").text
+        assert '<a href="/agents/x/status">x</a>' in page and '<a href="/agents/y/status">y</a>' in page
+        assert "2 agents" in page and "<script" not in page and "src=" not in page
+        assert "<b>lin-ucb</b>" in c.get("/agents/y/status").text
