@@ -541,3 +541,14 @@ def test_a_horizon_free_agent_survives_save_and_load(tmp_path, monkeypatch):
     x = agent._arms
     assert [agent.decide(x).arm for _ in range(10)] == [loaded.decide(x).arm for _ in range(10)]
     assert loaded.spec.horizon == 32
+
+
+def test_the_host_states_finiteness_check_is_exact_also_where_its_sum_overflows():
+    from nlbandit.agent import _finite
+
+    big = np.array([1e308, 1e308])  # finite, but their sum overflows: checked element by element
+    assert _finite((np.ones((3, 2)), big, np.int32(7), 2.5))
+    for bad in (np.inf, -np.inf, np.nan):
+        assert not _finite((np.ones(3), np.array([1.0, bad])))
+        assert not _finite((np.ones(3), bad))
+    assert _finite((np.array([1, 2], np.int64),))

@@ -382,7 +382,7 @@ class Agent:
         x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
         if x.shape != (k, d):
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
-        if not np.isfinite(x).all() or np.abs(x).max() > MAX_MAGNITUDE:
+        if not np.abs(x).max() <= MAX_MAGNITUDE:  # (False for NaN too)
             raise ValueError(f"{where}: contexts must be finite numbers of magnitude at most {MAX_MAGNITUDE:g} "
                              f"(found {np.abs(x).max():g}); standardise the features")
         m = self._all_arms if mask is None else np.asarray(mask)
@@ -749,8 +749,15 @@ def _carry_over(old: Any, fresh: Any) -> Any:
 
 
 def _finite(tree: Any) -> bool:
-    """Whether every floating leaf of a host state is finite."""
-    return all(np.isfinite(a).all() for a in jax.tree.leaves(tree) if np.issubdtype(np.asarray(a).dtype, np.floating))
+    """Whether every floating leaf of a host state is finite: a finite sum proves it in one reduction (a
+    non-finite element makes the sum inf or NaN); a sum that is not finite is checked element by element (it
+    may have overflowed)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for a in jax.tree.leaves(tree):
+            a = a if hasattr(a, "dtype") else np.asarray(a)
+            if a.dtype.kind == "f" and not math.isfinite(np.add.reduce(a, axis=None)) and not np.isfinite(a).all():
+                return False
+    return True
 
 
 def _draw_blocks(draws: Any, stream: jax.Array) -> DrawBlocks | None:
