@@ -117,6 +117,10 @@ def test_each_agent_recovers_on_its_own_and_a_damaged_one_does_not_stop_the_othe
         _play(c, "a", 1, first=7)  # the others serve
         assert c.put("/agents/b", json=TS).status_code == 503
     assert journal.read_bytes() == damaged  # left as it was, for the operator
+    (folder / "agents" / "c" / "agent.json").write_text("{not json")
+    again = Fleet.open(folder)
+    assert sorted(again.agents) == ["a"] and "agent.json is not valid JSON" in again.unavailable["c"]
+    again.close()
 
 
 def test_start_up_finishes_a_removal_and_drops_a_creation_a_crash_cut_short(tmp_path):

@@ -133,8 +133,11 @@ class Service:
                  trainer: concurrent.futures.Executor | None) -> "Service":
         stored = folder / "agent.json"
         if stored.exists():
-            saved = json.loads(stored.read_text())
-            folder_id = saved.pop("folder_id", None)
+            try:
+                saved = json.loads(stored.read_text())
+            except ValueError as e:
+                raise ConfigError(f"{stored} is not valid JSON ({e}); restore it") from None
+            folder_id = saved.pop("folder_id", None) if isinstance(saved, dict) else None
             if not isinstance(folder_id, str):
                 raise ConfigError(f"{stored} has no folder id: it was written by an earlier nlbandit, whose journal "
                                   "format this version does not read; start a new folder")

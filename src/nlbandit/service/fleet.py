@@ -136,6 +136,8 @@ class Fleet:
                 self.agents[path.name] = Service.open(path, None, self.snapshot_every, self.trainer)
             except ConfigError as e:
                 self.unavailable[path.name] = str(e)
+            except Exception as e:  # noqa: BLE001 -- whatever is wrong with one agent's files must not stop the others
+                self.unavailable[path.name] = f"{path}: {type(e).__name__}: {e}"
 
     def service(self, name: str) -> Service:
         """The agent named ``name``; RequestError 404 (no such agent), 409 (being created or removed) or 503
