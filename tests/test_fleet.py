@@ -77,6 +77,9 @@ def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp
     ("ok", {**UCB, "d": 0}, "d"),  # refused by the agent's own checks
     ("ok", {**UCB, "policy": "no-such-policy"}, "no-such-policy"),
     ("ok", {**UCB, "hyperparameters": {"alpha": -1.0}}, "alpha"),
+    ("ok", {**UCB, "hyperparameters": {"d": 5}}, "must not hold ['d']"),
+    ("ok", {**UCB, "hyperparameters": {"alpha": [1, 2]}}, "alpha"),
+    ("ok", {**UCB, "hyperparameters": {"no_such": 1}}, "no_such"),
 ])
 def test_a_refused_creation_leaves_nothing_behind(tmp_path, name, body, message):
     folder = tmp_path / "s"

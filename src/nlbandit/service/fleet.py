@@ -69,8 +69,12 @@ def config_of(body: Any) -> dict[str, Any]:
             expected = {"policy": "a policy name", "hyperparameters": "an object of name: value",
                         "horizon": "an integer or null"}.get(name, "an integer")
             raise RequestError(400, f"field {name!r} must be {expected}, got {body[name]!r}")
+    hyperparameters = body.get("hyperparameters", {})
+    reserved = sorted(set(hyperparameters) & set(_FIELDS))
+    if reserved:
+        raise RequestError(400, f"field 'hyperparameters' must not hold {reserved}: give them as fields of their own")
     return agent_config(body["policy"], body["d"], body["k"], body.get("horizon"), body.get("seed", 0),
-                        **body.get("hyperparameters", {}))
+                        **hyperparameters)
 
 
 class Fleet:
@@ -168,7 +172,7 @@ class Fleet:
         (nothing left behind)."""
         try:
             service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer)
-        except ConfigError as e:
+        except (ConfigError, ValueError, TypeError) as e:
             raise RequestError(400, str(e)) from None
         sync_folder(self.folder / "agents")
         return service
