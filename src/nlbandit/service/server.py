@@ -240,8 +240,9 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
         async def handle(request: Request) -> JSONResponse:
             start, service = time.perf_counter(), None
             try:
+                body = await body_of(request)  # (first: the agent may be removed while the body arrives)
                 service = fleet.service(request.path_params.get("name", DEFAULT))
-                reply = getattr(service, kind)(await body_of(request))
+                reply = getattr(service, kind)(body)
                 await service.durable()
             except RequestError as e:
                 return refused(e, service)
