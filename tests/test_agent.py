@@ -552,3 +552,15 @@ def test_the_host_states_finiteness_check_is_exact_also_where_its_sum_overflows(
         assert not _finite((np.ones(3), np.array([1.0, bad])))
         assert not _finite((np.ones(3), bad))
     assert _finite((np.array([1, 2], np.int64),))
+
+
+def test_a_glm_agent_on_changing_contexts_is_told_of_its_history_form_which_serves_them():
+    rng = np.random.default_rng(0)
+    fixed = Agent("glm-ucb", 3, 4)
+    fixed.decide(rng.normal(size=(4, 3)))
+    with pytest.raises(ValueError, match="backend='history' with warmup='none'"):
+        fixed.decide(rng.normal(size=(4, 3)))
+    history = Agent("glm-ucb", 3, 4, backend="history", warmup="none")
+    for _ in range(3):
+        history.reward(history.decide(rng.normal(size=(4, 3))).event_id, 1.0)
+    assert history.rewarded == 3

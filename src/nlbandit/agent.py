@@ -393,7 +393,8 @@ class Agent:
         if self.policy.meta.requires.fixed_arms and self._arms is not None and not np.array_equal(x, self._arms):
             raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps per-arm statistics of a fixed arm "
                              "set, but these contexts differ from the first decision's; use a policy for changing "
-                             "contexts")
+                             "contexts, or this policy's history form where it has one (the GLM policies: "
+                             "backend='history' with warmup='none' or 'round-robin')")
         return x, m
 
     def _room(self, n: int, where: str) -> None:
