@@ -664,3 +664,25 @@ def test_a_network_trains_in_the_background_and_its_journal_replays_exactly(tmp_
     for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     reopened.close()
+
+
+def test_an_agent_keeps_the_hyperparameters_it_was_created_with_when_a_default_changes(tmp_path, monkeypatch):
+    """agent.json stores the resolved hyperparameters: a later change of the agent's practice defaults (here
+    lin-ucb's alpha 1 -> 3) leaves an existing agent as it was, snapshot and journal replay included, while a
+    new agent gets the new default."""
+    import nlbandit.agent as agent_module
+
+    config = agent_config("lin-ucb", D, K, seed=4)
+    service = _played(tmp_path / "s", rounds=7, snapshot_every=5)  # CONFIG, alpha at today's default
+    stored = json.loads((service.folder / "agent.json").read_text())
+    assert stored["resolved"]["alpha"] == service.agent.config["alpha"] == 1.0
+    changed = {**agent_module.agent_defaults(), "lin-ucb": {"width": "constant", "alpha": 3.0}}
+    monkeypatch.setattr(agent_module, "agent_defaults", lambda: changed)
+    reopened = Service.open(service.folder)
+    assert reopened.agent.config["alpha"] == 1.0 and reopened.agent.rounds == 7
+    for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    reopened.close()
+    fresh = Service.open(tmp_path / "new", config)
+    assert fresh.agent.config["alpha"] == 3.0
+    fresh.close()

@@ -4,8 +4,9 @@ Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one pr
 
 * ``lock``: locked (``flock``) by the process serving the agent, with its pid; a second one is refused,
   and the lock goes with the process that held it (also after ``kill -9``);
-* ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed) and the folder's random
-  id, written when the folder is created; a later start with another configuration is refused;
+* ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed), every hyperparameter as
+  resolved at creation (``resolved``: a later change of a default leaves the agent as it was) and the folder's
+  random id, written when the folder is created; a later start with another configuration is refused;
 * ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
   ``decide_batch`` and ``reward``, in the order the agent applied them; a request is answered only after its
   record is on disk;
@@ -141,6 +142,7 @@ class Service:
             if not isinstance(folder_id, str):
                 raise ConfigError(f"{stored} has no folder id: it was written by an earlier nlbandit, whose journal "
                                   "format this version does not read; start a new folder")
+            resolved = saved.pop("resolved", None)
             if config is not None and config != saved:
                 raise ConfigError(f"{folder} holds an agent configured as {saved}, not {config}; use another folder")
             config = saved
@@ -148,8 +150,8 @@ class Service:
             raise ConfigError(f"{folder} holds no agent: give its policy, d and k (and optionally a horizon) to create "
                               "one")
         else:
-            folder_id = uuid.uuid4().hex
-        fresh = _warm_up(config)  # also checks the configuration before it is stored
+            folder_id, resolved = uuid.uuid4().hex, None
+        fresh = _warm_up(config, resolved)  # also checks the configuration before it is stored
         journal_path, snapshot_path = folder / "journal.log", folder / "snapshot.npz"
         contents = read_journal(journal_path, folder_id)  # checked whole before anything is written
         compacted = segments(folder, folder_id)
@@ -163,8 +165,9 @@ class Service:
                               "Nothing was changed")
         for i, record in enumerate(contents.records[start - base:], start + 1):
             _replay(agent, record, i)
-        if not stored.exists():
-            write_bytes(stored, json.dumps({**config, "folder_id": folder_id}, indent=1).encode())
+        if not stored.exists():  # with the hyperparameters as resolved today: later defaults do not change it
+            resolved = {name: value for name, value in fresh.config.items() if name != "name"}
+            write_bytes(stored, json.dumps({**config, "resolved": resolved, "folder_id": folder_id}, indent=1).encode())
         journal, contents = Journal.open(journal_path, folder_id, base)
         recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({base + len(contents.records)} journal "
                      f"records, {start} of them in the snapshot, {base} in {len(compacted)} compacted segments)")
@@ -329,10 +332,12 @@ class Service:
         os.close(self._lock)
 
 
-def _new_agent(config: dict[str, Any]) -> Agent:
-    """A fresh agent of ``config`` (:func:`agent_config`); ConfigError if it is invalid."""
+def _new_agent(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> Agent:
+    """A fresh agent of ``config`` (:func:`agent_config`), with the policy's hyperparameters ``resolved`` when its
+    folder was created (``agent.json``'s, so that a later change of a default, e.g. the agent's practice defaults,
+    leaves an existing agent as it was); ConfigError if it is invalid."""
     return Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
-                 **config["hyperparameters"])
+                 **{**config["hyperparameters"], **(resolved or {})})
 
 
 def check_folder(folder: Path, snapshot_every: Any) -> bool:
@@ -383,15 +388,15 @@ _WARMED: set[str] = set()
 """The configurations (but their seeds) :func:`_warm_up` compiled in this process."""
 
 
-def _warm_up(config: dict[str, Any]) -> Agent:
+def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> Agent:
     """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
     agents of the same policy and shapes), so that the first request does not wait for compilation, once per
-    configuration but its seed; return a fresh agent of ``config``. ConfigError if the configuration is
-    invalid."""
-    key = json.dumps({**config, "seed": None}, sort_keys=True, default=repr)
+    configuration but its seed; return a fresh agent of ``config`` (:func:`_new_agent`). ConfigError if the
+    configuration is invalid."""
+    key = json.dumps({**config, "seed": None, "resolved": resolved}, sort_keys=True, default=repr)
     if key in _WARMED:
-        return _new_agent(config)
-    scratch = _new_agent(config)
+        return _new_agent(config, resolved)
+    scratch = _new_agent(config, resolved)
     x = np.zeros((config["k"], config["d"]))
     low, high = scratch.policy.meta.requires.reward_range or (0.0, 0.0)
     value = min(max(0.0, low), high)
@@ -402,7 +407,7 @@ def _warm_up(config: dict[str, Any]) -> Agent:
         except ValueError:
             break  # a policy that refuses the dummy round compiles on the first request instead
     _WARMED.add(key)
-    return _new_agent(config)
+    return _new_agent(config, resolved)
 
 
 def _replay(agent: Agent, record: dict[str, Any], index: int) -> None:
