@@ -57,15 +57,23 @@ def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
     probability is estimated by the agent's redraws, as for the jitted round)."""
 
+    last: list = [None, None]  # the last state seen and its (θ̂, L): a round's act and law read the same state
+
+    def factors(state):  # (host states are never changed in place: a learnt state is a new object)
+        if last[0] is not state:
+            last[:] = state, (state.b @ state.v_inv, np.linalg.cholesky(state.v_inv))
+        return last[1]
+
     def act(params, state, draws, contexts, mask, t):
         z, tie_word = draws
-        center = state.b @ state.v_inv
-        scores = contexts @ (center + params.v * (np.linalg.cholesky(state.v_inv) @ z))
+        center, factor = factors(state)
+        scores = contexts @ (center + params.v * (factor @ z))
         arm, _ = exploration.greedy_choice(tie_word, scores, mask)
         return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
 
     def law(params, state, contexts):  # scores X θ̂ + v X L z
-        return contexts @ (state.b @ state.v_inv), contexts @ np.linalg.cholesky(state.v_inv), float(params.v)
+        center, factor = factors(state)
+        return contexts @ center, contexts @ factor, float(params.v)
 
     return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None, law)
 
