@@ -221,7 +221,10 @@ def test_newton_solve_equals_the_jitted_solver(link):
         np.testing.assert_allclose(theta, expected, rtol=1e-9, atol=1e-12)
     xi = rng.normal(size=5)
     chol = np.linalg.cholesky(np.asarray(glm_hessian(LINKS[link], jnp.asarray(theta), x, n2, 0.5)))
-    np.testing.assert_allclose(host_glm.thompson_step(code, x, n2, 0.5, theta, xi), np.linalg.solve(chol.T, xi),
+    h = host_glm.hessian_cholesky(code, x, n2, 0.5, theta)
+    np.testing.assert_allclose(host_glm.thompson_step(h, xi), np.linalg.solve(chol.T, xi), rtol=1e-10, atol=1e-13)
+    contexts = rng.normal(size=(3, 5))
+    np.testing.assert_allclose(host_glm.thompson_factor(h, contexts), np.linalg.solve(chol, contexts.T).T,
                                rtol=1e-10, atol=1e-13)
 
 

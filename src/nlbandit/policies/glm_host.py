@@ -105,18 +105,25 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_tsl` (constant scale a): θ̄ = the Newton MLE, θ̃ = θ̄ + a L⁻ᵀ ξ with
     L Lᵀ = H(θ̄), drawn by the update; play argmax_x xᵀθ̃."""
     code = glm.LINK_CODES[config["link"]]
+    last: list = [None, None]  # the last state learnt and its Hessian factor L, which the next law reads
+
+    def hessian_factor(params, state):  # (host states are never changed in place: a learnt state is a new object)
+        if last[0] is not state:
+            rows = state.rows
+            last[:] = state, glm.hessian_cholesky(code, rows.x, rows.n, float(params.lam), state.center)
+        return last[1]
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
         lam = float(params.lam)
         center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
-        theta = center + params.a * glm.thompson_step(code, rows.x, n, lam, center, draws[0])
-        return state._replace(rows=rows, center=center, theta=theta)
+        h = glm.hessian_cholesky(code, rows.x, n, lam, center)
+        learnt = state._replace(rows=rows, center=center, theta=center + params.a * glm.thompson_step(h, draws[0]))
+        last[:] = learnt, h
+        return learnt
 
     def law(params, state, contexts):  # scores X θ̄ + a X L⁻ᵀ ξ
-        rows = state.rows
-        factor = glm.thompson_factor(code, rows.x, rows.n, float(params.lam), state.center, contexts)
-        return contexts @ state.center, factor, float(params.a)
+        return contexts @ state.center, glm.thompson_factor(hessian_factor(params, state), contexts), float(params.a)
 
     return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d), law)
 
