@@ -71,6 +71,8 @@ def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, c
     assert "lin-ucb on 1500 logged rewarded decisions" in out and "snips" in out and "bootstrap interval" in out
     assert main(["evaluate", str(tmp_path / "none"), "--policy", "lin-ucb"]) == 2
     assert "holds no agent" in capsys.readouterr().err
+    assert main(["evaluate", str(folder.parent), "--agent", "../s", "--policy", "lin-ucb"]) == 2
+    assert "is not an agent name" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="estimators must be among"):
         evaluate_log(folder, "lin-ucb", estimators=("bogus",))
 

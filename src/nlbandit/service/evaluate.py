@@ -25,6 +25,7 @@ import numpy as np
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimate
+from nlbandit.service.fleet import NAME
 from nlbandit.service.journal import decode_array, read_journal, segments
 
 
@@ -59,6 +60,9 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
     """
     folder = Path(folder)
     if not (folder / "agent.json").exists():  # a service's state folder, not an agent's: its agent ``agent``
+        if not isinstance(agent, str) or not NAME.fullmatch(agent):
+            raise ConfigError(f"evaluate: agent {agent!r} is not an agent name (1 to 64 letters, digits, '_', '.' or "
+                              "'-', starting with a letter or digit)")
         folder = folder / "agents" / agent
     stored = folder / "agent.json"
     if not stored.exists():
