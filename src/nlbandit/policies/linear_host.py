@@ -55,8 +55,7 @@ def _lin_ts_draws(d: int) -> Callable[[jax.Array], tuple]:
 
 def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
-    probability is estimated by the agent's redraws, as for the jitted round)."""
-
+    probability from the Gaussian law of its scores, ``law``: :mod:`nlbandit.host.propensity`)."""
     last: list = [None, None]  # the last state seen and its (θ̂, L): a round's act and law read the same state
 
     def factors(state):  # (host states are never changed in place: a learnt state is a new object)
