@@ -15,9 +15,9 @@ Run: ``python benchmarks/service.py [--policy lin-ucb] [--clients 8] [--rounds 4
    again) is right, 200 (the service had the decision but not the reward) or 404 (not even the decision)
    means it was lost (must be 0), and a count that grows by more than the 200s means one was applied twice
    (must be 0). While the restarted service runs, a second ``nlbandit serve`` on the same folder must be
-   refused (the folder's lock). Then, stopped, its journal gets one flipped byte mid-file: start-up must
-   refuse it and leave the file byte for byte; restored, the service must hold the same rewards and answer
-   409 to every accepted one again.
+   refused (the folder's lock). Then, stopped, its journal gets one flipped byte mid-file: the restarted
+   service must refuse that agent (503, "is damaged") and leave the file byte for byte; restored, the service
+   must hold the same rewards and answer 409 to every accepted one again.
 3. Many agents (``--agents``, 0 to skip). A fresh service with no agent gets ``--agents`` named agents by
    ``PUT /agents/{name}`` (policies in turn: lin-ucb, lin-ts, lin-es; d = 20, K = 50, seeds 0..),
    timed; memory per agent is the service's resident-memory growth over them. Then ``--clients`` clients
