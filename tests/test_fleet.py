@@ -161,3 +161,19 @@ def test_the_index_page_lists_every_agent(tmp_path):
         assert '<a href="/agents/x/status">x</a>' in page and '<a href="/agents/y/status">y</a>' in page
         assert "2 agents" in page and "<script" not in page and "src=" not in page
         assert "<b>lin-ucb</b>" in c.get("/agents/y/status").text
+
+
+def test_a_creation_the_disk_refuses_answers_503_and_leaves_nothing(tmp_path, monkeypatch):
+    import nlbandit.service.app as app_module
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    folder = tmp_path / "s"
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        monkeypatch.setattr(app_module, "write_bytes", full)
+        r = c.put("/agents/x", json=UCB)
+        assert r.status_code == 503 and "No space left" in r.json()["error"]
+        assert not (folder / "agents" / "x").exists()
+        monkeypatch.undo()
+        assert c.get("/agents").json() == {"agents": []} and c.put("/agents/x", json=UCB).status_code == 201

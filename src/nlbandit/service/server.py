@@ -287,6 +287,10 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
             return refused(e, None)
         except ClientDisconnect:
             return JSONResponse({"error": "client disconnected"}, status_code=400)
+        except OSError as e:  # the folder could not be written (a full disk): nothing was acknowledged
+            traffic.counts["error 503"] += 1
+            return JSONResponse({"error": f"agent {name!r}: the state folder could not be written ({e})"},
+                                status_code=503)
 
     async def agents(request: Request) -> JSONResponse:
         return JSONResponse({"agents": fleet.listing()})
