@@ -564,3 +564,28 @@ def test_a_glm_agent_on_changing_contexts_is_told_of_its_history_form_which_serv
     for _ in range(3):
         history.reward(history.decide(rng.normal(size=(4, 3))).event_id, 1.0)
     assert history.rewarded == 3
+
+
+def test_the_finiteness_check_skips_only_the_arrays_it_checked_before():
+    from nlbandit.agent import _finite
+
+    bad = np.array([1.0, np.nan])
+    assert _finite([np.ones(2), bad], checked=[None, bad])  # the very same object: checked when it was learnt
+    assert not _finite([np.ones(2), bad.copy()], checked=[None, bad])  # a new array is checked
+
+
+@pytest.mark.parametrize("policy", ["lin-ucb", "lin-ts", "lin-es", "glm-ucb", "ucb-glm", "glm-tsl", "glm-fpl",
+                                    "uniform", "greedy", "eps-greedy"])
+def test_a_host_round_never_changes_a_states_arrays_in_place(policy):
+    """What the finiteness check (which skips arrays carried over unchanged) and the host rounds' per-state
+    caches rely on: learning returns new arrays and leaves the previous state's as they were."""
+    rng = np.random.default_rng(1)
+    agent = Agent(policy, 3, 4, seed=2, **({"link": "identity"} if policy.startswith(("glm", "ucb-glm")) else {}))
+    assert agent.numpy_round
+    arms = rng.normal(size=(4, 3))
+    for t in range(12):
+        before = agent._state
+        copies = [np.array(a, copy=True) for a in jax.tree.leaves(before)]
+        agent.reward(agent.decide(arms).event_id, float(rng.normal()))
+        agent.learn()
+        assert all(np.array_equal(a, c, equal_nan=True) for a, c in zip(jax.tree.leaves(before), copies)), t

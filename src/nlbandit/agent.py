@@ -245,6 +245,7 @@ class Agent:
         self._learnt = 0  # rewards learnt into the state
         self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
+        self._checked: list = []  # the leaves of the host state last checked finite
         self._normal_block: tuple = (None, None)  # ((block, rank, pairs), normals) of :meth:`_normals`
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
@@ -366,7 +367,9 @@ class Agent:
             self._learnt += 1
             learnt = True
         if learnt and self._host is not None:
-            self._host_ok = _finite(self._state)
+            leaves = jax.tree.leaves(self._state)
+            self._host_ok = _finite(leaves, self._checked)
+            self._checked = leaves
         return last
 
     def _check_health(self, ok: bool) -> None:
@@ -749,12 +752,16 @@ def _carry_over(old: Any, fresh: Any) -> Any:
     return jnp.asarray(fresh).at[:old_shape[0]].set(old)
 
 
-def _finite(tree: Any) -> bool:
-    """Whether every floating leaf of a host state is finite: a finite sum proves it in one reduction (a
-    non-finite element makes the sum inf or NaN); a sum that is not finite is checked element by element (it
-    may have overflowed)."""
+def _finite(leaves: list, checked: list = ()) -> bool:
+    """Whether every floating array of ``leaves`` (a state's) is finite, skipping those that are the very objects
+    at the same place in ``checked`` (the leaves of the state last checked: a host round never changes a state's
+    arrays in place, tests/test_host_rounds.py, so an array carried over unchanged was checked already). A
+    finite sum proves an array finite in one reduction (a non-finite element makes the sum inf or NaN); a sum
+    that is not finite is checked element by element (it may have overflowed)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        for a in jax.tree.leaves(tree):
+        for i, a in enumerate(leaves):
+            if i < len(checked) and a is checked[i]:
+                continue
             a = a if hasattr(a, "dtype") else np.asarray(a)
             if a.dtype.kind == "f" and not math.isfinite(np.add.reduce(a, axis=None)) and not np.isfinite(a).all():
                 return False
