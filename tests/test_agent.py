@@ -589,3 +589,19 @@ def test_a_host_round_never_changes_a_states_arrays_in_place(policy):
         agent.reward(agent.decide(arms).event_id, float(rng.normal()))
         agent.learn()
         assert all(np.array_equal(a, c, equal_nan=True) for a, c in zip(jax.tree.leaves(before), copies)), t
+
+
+def test_a_non_finite_array_carried_over_by_later_updates_still_stops_the_agent():
+    """The finiteness check skips arrays it checked before; one it found non-finite must not count as checked."""
+    from nlbandit.agent import PolicyDiverged
+
+    rng = np.random.default_rng(3)
+    agent = Agent("lin-ucb", 3, 4)
+    events = [agent.decide(rng.normal(size=(4, 3))).event_id for _ in range(3)]
+    agent._host = agent._host._replace(update=lambda params, state, *rest: state)  # carries every array over
+    agent._state = agent._state._replace(b=np.array([np.nan, 0.0, 0.0]))
+    for e in events:
+        agent.reward(e, 1.0)
+        agent.learn()
+    with pytest.raises(PolicyDiverged):
+        agent.decide(rng.normal(size=(4, 3)))

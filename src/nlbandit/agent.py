@@ -64,9 +64,9 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 import math
 import os
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -369,7 +369,7 @@ class Agent:
         if learnt and self._host is not None:
             leaves = jax.tree.leaves(self._state)
             self._host_ok = _finite(leaves, self._checked)
-            self._checked = leaves
+            self._checked = leaves if self._host_ok else []  # (a non-finite array carried over stays unchecked)
         return last
 
     def _check_health(self, ok: bool) -> None:
