@@ -159,20 +159,23 @@ class Traffic:
                                        else {})}
 
 
+def service_totals(fleet: Fleet, traffic: Traffic) -> dict[str, Any]:
+    """Agents, request counts, journal records and decide latencies of the whole service."""
+    counts = sum((s.counts for s in fleet.agents.values()), Counter(traffic.counts))
+    return {"agents": len(fleet.agents), "unavailable": len(fleet.unavailable), "counts": dict(counts),
+            "journal_records": sum(s.journal.records for s in fleet.agents.values()),
+            "decide_latency_ms": traffic.percentiles()}
+
+
 def fleet_metrics(fleet: Fleet, traffic: Traffic) -> dict[str, Any]:
-    """``GET /metrics``: request counts, journal records and decide latencies of the whole service, and each
-    agent's :meth:`~nlbandit.service.app.Service.metrics`."""
-    agents = {name: s.metrics() for name, s in fleet.agents.items()}
-    counts = sum((Counter(m["counts"]) for m in agents.values()), Counter(traffic.counts))
-    return {"agents": len(agents), "unavailable": len(fleet.unavailable), "counts": dict(counts),
-            "journal_records": sum(m["journal_records"] for m in agents.values()),
-            "decide_latency_ms": traffic.percentiles(), "per_agent": agents}
+    """``GET /metrics``: :func:`service_totals` and each agent's :meth:`~nlbandit.service.app.Service.metrics`."""
+    return {**service_totals(fleet, traffic), "per_agent": {name: s.metrics() for name, s in fleet.agents.items()}}
 
 
 def prometheus_text(fleet: Fleet, traffic: Traffic) -> str:
-    """:func:`fleet_metrics` and each agent's counters in the Prometheus text exposition format (0.0.4), each
+    """:func:`service_totals` and each agent's counters in the Prometheus text exposition format (0.0.4), each
     agent's series labelled ``agent="<name>"``."""
-    m = fleet_metrics(fleet, traffic)
+    m = service_totals(fleet, traffic)
     lines = ["# HELP nlbandit_requests_total Requests answered, by outcome.", "# TYPE nlbandit_requests_total counter"]
     lines += [f'nlbandit_requests_total{{outcome="{kind}"}} {count}' for kind, count in sorted(m["counts"].items())]
     for name, help_text in (("agents", "Agents served."), ("unavailable", "Agents start-up could not recover.")):
@@ -308,7 +311,7 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
         return JSONResponse(OPENAPI)
 
     async def index(request: Request) -> HTMLResponse:
-        return HTMLResponse(render_index(fleet.listing(), fleet_metrics(fleet, traffic)))
+        return HTMLResponse(render_index(fleet.listing(), service_totals(fleet, traffic)))
 
     async def metrics(request: Request):
         accept = request.headers.get("accept", "")
@@ -367,4 +370,4 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
 
 
 __all__ = ["LOOPBACK", "OPENAPI", "TOKEN_VARIABLE", "Traffic", "check_binding", "create_app", "fleet_metrics",
-           "prometheus_text", "serve"]
+           "prometheus_text", "serve", "service_totals"]

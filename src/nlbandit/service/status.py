@@ -118,7 +118,7 @@ def render(health: dict[str, Any], metrics: dict[str, Any], activity: Activity) 
 
 def render_index(agents: list[dict[str, Any]], metrics: dict[str, Any]) -> str:
     """The service's page: ``agents`` (:meth:`~nlbandit.service.fleet.Fleet.listing`) and the service's
-    ``metrics`` (:func:`~nlbandit.service.server.fleet_metrics`)."""
+    ``metrics`` (:func:`~nlbandit.service.server.service_totals`)."""
     rows = "".join(
         f"<tr><td><a href=\"/agents/{html.escape(a['name'])}/status\">{html.escape(a['name'])}</a></td>"
         f"<td>{html.escape(str(a.get('policy', '')))}</td><td>{a.get('d', '')}</td><td>{a.get('k', '')}</td>"
