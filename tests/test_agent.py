@@ -183,7 +183,7 @@ def test_estimated_probabilities_match_the_choice_frequency(numpy_round):
     _play(agent, env, 4, 10)
     x = np.random.default_rng(5).normal(size=(K, D)) * 0.3
     batch = agent.decide_batch(np.repeat(x[None], 300, axis=0))
-    how = "antithetic Gaussian draws" if numpy_round else "redraws"
+    how = "conditional Gaussian draws" if numpy_round else "redraws"
     assert all(d.method.startswith(f"estimate: 4000 {how}, se ") for d in batch)
     arms = np.array([d.arm for d in batch])
     for arm in np.unique(arms):
@@ -216,7 +216,7 @@ def test_policies_drawing_while_learning_estimate_the_law_of_their_update(name, 
     agent.reward(last.event_id, 1.0)
     batch = agent.decide_batch(np.repeat(x[None], 10, axis=0))
     gaussian = name == "glm-tsl" or hyper.get("link") == "identity"  # a host round's Gaussian score law
-    how = "antithetic Gaussian draws" if gaussian else "redraws"
+    how = "conditional Gaussian draws" if gaussian else "redraws"
     assert all(d.method.startswith(f"estimate: {draws} {how}") for d in batch)
 
     policy, params, mask = agent.policy, agent._params, jnp.ones(K, bool)

@@ -95,7 +95,7 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     for a, b in zip(host.decide_batch(x, masks[:8]), jitted.decide_batch(x, masks[:8])):
         assert (a.event_id, a.arm) == (b.event_id, b.arm)
         np.testing.assert_allclose([a.score, a.bonus], [b.score, b.bonus], rtol=1e-9)
-        if "antithetic Gaussian draws" in a.method:  # the host's estimate from the score law: agrees in law
+        if "conditional Gaussian draws" in a.method:  # the host's estimate from the score law: agrees in law
             assert "redraws" in b.method
             se = np.hypot(*(float(re.search(r"se ([0-9.e+-]+)", d.method).group(1)) for d in (a, b)))
             assert abs(a.probability - b.probability) <= 5 * se + 0.02, (a, b)
@@ -272,3 +272,18 @@ def test_gaussian_choice_probability_matches_a_brute_force_frequency():
             truth = np.mean(winners == arm)
             assert abs(p - truth) <= 5 * se + 0.002, (m, arm, p, truth)
             assert se <= np.sqrt(max(truth * (1 - truth), 1e-9) / 4000) * 1.2 + 1e-3
+
+
+def test_gaussian_choice_probability_splits_duplicated_arms_evenly():
+    """Two arms with the same row of the score law tie under every draw: each gets half of their joint win
+    probability (the decision's tie rule), which plain draws give as the frequency of the first of them."""
+    from nlbandit.host.propensity import gaussian_choice_probability
+
+    rng = np.random.default_rng(4)
+    mean, factor = rng.normal(size=5) * 0.3, rng.normal(size=(5, 3))
+    mean, factor = np.append(mean, mean[2]), np.vstack([factor, factor[2]])
+    plain = mean[:, None] + 0.5 * factor @ rng.standard_normal((3, 400_000))
+    group = np.mean(plain.argmax(0) == 2)  # argmax takes the first of the tied pair
+    for arm in (2, 5):
+        p, se = gaussian_choice_probability(mean, factor, 0.5, None, arm, rng.standard_normal((3, 2000)))
+        assert abs(p - group / 2) <= 5 * se + 0.002, (arm, p, group)

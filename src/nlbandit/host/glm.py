@@ -197,13 +197,25 @@ def thompson_step(h, xi):
 
 
 @njit(cache=True)
+def _lower_inverse(chol):
+    """L⁻¹ (lower triangular, zeros above), L the lower triangle of ``chol``."""
+    d = chol.shape[0]
+    inverse = np.zeros((d, d))
+    for j in range(d):
+        inverse[j, j] = 1.0 / chol[j, j]
+        for i in range(j + 1, d):
+            acc = 0.0
+            for k in range(j, i):
+                acc -= chol[i, k] * inverse[k, j]
+            inverse[i, j] = acc / chol[i, i]
+    return inverse
+
+
+@njit(cache=True)
 def thompson_factor(h, contexts):
     """F = X L⁻ᵀ for the round's ``contexts`` X, ``h`` holding L (:func:`hessian_cholesky`): GLM-TSL's scores
     X θ̃ = X θ̄ + a F ξ, ξ ~ N(0, I), the law of its choice given the history (:mod:`nlbandit.host.propensity`)."""
-    factor = np.empty(contexts.shape)
-    for a in range(contexts.shape[0]):
-        _solve_lower(h, contexts[a], factor[a])
-    return factor
+    return contexts @ np.ascontiguousarray(_lower_inverse(h).T)
 
 
 @njit(cache=True)
@@ -215,12 +227,8 @@ def perturbed_fit_law(x, n, y, lam: float, contexts):
     k, d = x.shape
     chol = _weighted_gram(x, np.ascontiguousarray(x.T), n, lam, np.empty((d, k)))
     _cholesky(chol)
-    inverse, unit, half = np.empty((d, d)), np.zeros(d), np.empty(d)
-    for i in range(d):
-        unit[i] = 1.0
-        _solve_lower(chol, unit, half)
-        _solve_upper(chol, half, inverse[:, i])
-        unit[i] = 0.0
+    half = _lower_inverse(chol)
+    inverse = np.ascontiguousarray(half.T) @ half
     cov = inverse - lam * (inverse @ inverse)
     jitter = 1e-12 * max(np.max(np.diag(cov)), 1e-300)
     for i in range(d):
