@@ -94,10 +94,10 @@ def run_agent(name: str, contexts, pay, means, **options) -> tuple[float, float,
     return 1e6 * (time.perf_counter() - start) / rounds, regret, agent.numpy_round, estimated
 
 
-def decide_latency(name: str, contexts, pay, rounds: int) -> float:
+def decide_latency(name: str, contexts, pay, rounds: int, **options) -> float:
     """µs per ``decide`` of an nlbandit agent whose rewards were learnt before it (``Agent.learn``, as a service
     does when idle), over ``rounds`` rounds: the decision alone, without the update or training."""
-    agent = compiled_agent(name, contexts, pay, learn=True)
+    agent = compiled_agent(name, contexts, pay, learn=True, **options)
     seconds = 0.0
     for t in range(rounds):
         start = time.perf_counter()
@@ -106,6 +106,22 @@ def decide_latency(name: str, contexts, pay, rounds: int) -> float:
         agent.reward(decision.event_id, float(pay[t, decision.arm]))
         agent.learn()
     return 1e6 * seconds / rounds
+
+
+def policy_option(text: str) -> tuple[str, dict]:
+    """``--policies`` entry ``NAME`` or ``NAME:KEY=VALUE,...`` → (name, hyperparameters; numbers parsed)."""
+    name, _, rest = text.partition(":")
+    options = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            options[key] = int(value)
+        except ValueError:
+            try:
+                options[key] = float(value)
+            except ValueError:
+                options[key] = value
+    return name, options
 
 
 VW_LINE = "|a " + " ".join(f"f{j}:%.6g" for j in range(D))
@@ -144,7 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--policies", nargs="+", default=["lin-ucb", "lin-es", "lin-ts", "glm-ucb", "glm-tsl",
-                                                          "glm-fpl", "glm-es", "neural-ucb", "neural-es"])
+                                                          "glm-fpl", "glm-es", "glm-es:solver=ensemble-newton",
+                                                          "neural-ucb", "neural-es"],
+                        help="policy names, each optionally with hyperparameters: NAME:KEY=VALUE,...")
     parser.add_argument("--decide-rounds", type=int, default=200, help="rounds of the decide-only timing")
     args = parser.parse_args()
     contexts, pay, means = problem(args.rounds)
@@ -153,22 +171,23 @@ def main() -> None:
     try:
         for how, pre in (("text per round", False), ("text pre-formatted", True)):
             vw_us[how], vw_regret = run_vw(contexts, pay, means, pre)
-            print(f"{'VW --cb_explore_adf, ' + how:50s} {vw_us[how]:10.1f} µs/round   regret {vw_regret:8.1f}")
+            print(f"{'VW --cb_explore_adf, ' + how:60s} {vw_us[how]:10.1f} µs/round   regret {vw_regret:8.1f}")
     except ImportError:
         print("vowpalwabbit not installed (pip install -e '.[peers]'): nlbandit only")
-    for name in args.policies:
+    for entry in args.policies:
+        name, hyper = policy_option(entry)
         runs = [{}, {"numpy_round": False}, {"estimate_draws": 0}]
         while runs:
             options = runs.pop(0)
-            us, regret, on_host, estimated = run_agent(name, contexts, pay, means, **options)
+            us, regret, on_host, estimated = run_agent(name, contexts, pay, means, **hyper, **options)
             ratio = "   VW / agent = " + " / ".join(f"{v / us:5.1f}x" for v in vw_us.values()) if vw_us else ""
-            label = f"nlbandit Agent {name}" + (", host round" if on_host else ", jitted round") + (
+            label = f"nlbandit Agent {entry}" + (", host round" if on_host else ", jitted round") + (
                 ", no estimate" if "estimate_draws" in options else "")
-            print(f"{label:50s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
+            print(f"{label:60s} {us:10.1f} µs/round   regret {regret:8.1f}{ratio}")
             if not options:  # keep the jitted round where a host round ran, no-estimate where redraws ran
                 runs = [r for r in runs if (on_host if "numpy_round" in r else estimated)]
-        print(f"{'  decide alone (rewards learnt before)':50s} "
-              f"{decide_latency(name, contexts, pay, min(args.decide_rounds, args.rounds)):10.1f} µs/decide")
+        print(f"{'  decide alone (rewards learnt before)':60s} "
+              f"{decide_latency(name, contexts, pay, min(args.decide_rounds, args.rounds), **hyper):10.1f} µs/decide")
 
 
 if __name__ == "__main__":

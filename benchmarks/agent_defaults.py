@@ -31,6 +31,7 @@ CANDIDATES = {
     "glm-ucb": [{"alpha": a} for a in (0.1, 0.25, 0.5, 1.0)],
     "glm-tsl": [{"a": a} for a in (0.1, 0.25, 0.5, 1.0)],
     "glm-fpl": [{"a": a} for a in (0.1, 0.25, 0.5, 1.0)],
+    "glm-es": [{"solver": s} for s in ("gd", "ensemble-newton")],
 }
 """Candidates per policy (the registered default among them)."""
 

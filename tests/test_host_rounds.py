@@ -53,7 +53,8 @@ CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greed
          ("lin-es", "linear", {"m": 8}), ("glm-ucb", "logistic", {}),
          pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
                       marks=_SLOW),
-         ("ucb-glm", "logistic", {"lam": 0.5}), ("glm-tsl", "logistic", {}), ("glm-fpl", "logistic", {"a": 0.3})]
+         ("ucb-glm", "logistic", {"lam": 0.5}), ("glm-tsl", "logistic", {}), ("glm-fpl", "logistic", {"a": 0.3}),
+         ("glm-es", "logistic", {"solver": "ensemble-newton", "m": 6, "warmup_rounds": 30})]
 
 
 def test_every_declared_host_round_is_checked_against_the_simulator():
@@ -77,7 +78,8 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
     ("uniform", {}), ("eps-greedy", {"epsilon": 0.3}), ("lin-ucb", {}), ("lin-ts", {"estimate_draws": 300}),
     ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5}),
     ("glm-tsl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50}),
-    ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50})])
+    ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50}),
+    ("glm-es", {"solver": "ensemble-newton", "link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks: the host round reports the jitted round's arms, probabilities (those it
     estimates from its Gaussian score law, within 5 standard errors of the redraws' plus 0.02), scores and
@@ -226,6 +228,30 @@ def test_newton_solve_equals_the_jitted_solver(link):
     contexts = rng.normal(size=(3, 5))
     np.testing.assert_allclose(host_glm.thompson_factor(h, contexts), np.linalg.solve(chol, contexts.T).T,
                                rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("link", ["logistic", "identity", "poisson"])
+def test_ensemble_newton_solve_equals_the_jitted_solver(link):
+    """GLM-ES's ensemble refit: members warm-started near their argmins (the chord steps pass), and far from them
+    (every member fails the contraction test and takes the Newton fallback: from its chord iterate with the
+    logistic link, from its warm start for 3 of 4 with Poisson's, whose chord steps diverge); the host solver
+    returns the jitted one's argmins."""
+    from nlbandit.models.glm import ensemble_newton_solve
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(15, 5)) / 2
+    n = rng.integers(1, 40, size=15).astype(float)
+    means = np.asarray(LINKS[link].mean(jnp.asarray(x @ rng.normal(size=5))))
+    s = n[:, None] * means[:, None] + np.sqrt(n)[:, None] * 0.3 * rng.normal(size=(15, 4))
+    if link != "identity":
+        s = np.maximum(s, 0.0) if link == "poisson" else np.clip(s, 0.0, n[:, None])
+    code = host_glm.LINK_CODES[link]
+    near = np.stack([newton_solve(LINKS[link], x, n, s[:, j], 0.5, np.zeros(5)).theta for j in range(4)])
+    for thetas in (near + 1e-3 * rng.normal(size=(4, 5)), rng.normal(size=(4, 5)) * 1.5):
+        expected = np.asarray(ensemble_newton_solve(LINKS[link], x, n, s, 0.5, jnp.asarray(thetas)))
+        found = host_glm.ensemble_newton_solve(code, x, n, s, 0.5, thetas, *host_glm.ENSEMBLE_OPTIONS)
+        np.testing.assert_allclose(found, expected, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(found, near, rtol=1e-5, atol=1e-6)  # both are the argmins
 
 
 @pytest.mark.parametrize("link", ["logistic", "identity"])

@@ -35,8 +35,8 @@ history: an ensemble's probability is exact over its member draw given the membe
 weights (whatever minibatches trained them).
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
-``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale
-(:func:`nlbandit.host.host_rounds`), the agent decides and learns in float64 on the host, on NumPy arrays,
+``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale, and
+``glm-es`` with per-arm statistics and ``solver="ensemble-newton"`` (:func:`nlbandit.host.host_rounds`), the agent decides and learns in float64 on the host, on NumPy arrays,
 its loops compiled by numba (:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted
 policy, without the ~20 µs that launching any XLA program costs per call; ``numpy_round=False`` runs the
 jitted round instead.
@@ -394,9 +394,9 @@ class Agent:
             raise ValueError(f"{where}: contexts must be finite numbers of magnitude at most {MAX_MAGNITUDE:g} "
                              f"(found {np.abs(x).max():g}); standardise the features")
         m = self._all_arms if mask is None else np.asarray(mask)
-        if m.shape != (k,) or m.dtype != bool:
+        if mask is not None and (m.shape != (k,) or m.dtype != bool):
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
-        if not m.any():
+        if mask is not None and not m.any():
             raise ValueError(f"{where}: mask offers no arm (every entry False)")
         if self.policy.meta.requires.fixed_arms and self._arms is not None and not equal(x, self._arms):
             raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps per-arm statistics of a fixed arm "

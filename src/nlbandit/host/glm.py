@@ -27,6 +27,11 @@ _F_NOISE = 64 * float(np.finfo(np.float64).eps)
 _DEFAULTS = inspect.signature(jitted_glm.newton_solve).parameters
 NEWTON_OPTIONS = tuple(_DEFAULTS[name].default for name in ("max_iter", "step_tol", "grad_tol", "max_halvings"))
 """The jitted solver's defaults (max_iter, step_tol, grad_tol, max_halvings), passed to :func:`newton_solve`."""
+_ENSEMBLE = inspect.signature(jitted_glm.ensemble_newton_solve).parameters
+ENSEMBLE_OPTIONS = (*(_ENSEMBLE[name].default for name in ("iterations", "tol", "max_iter")),
+                    _DEFAULTS["grad_tol"].default, _DEFAULTS["max_halvings"].default)
+"""The jitted ensemble solver's defaults (iterations, tol, max_iter) and its Newton fallback's (grad_tol,
+max_halvings), passed to :func:`ensemble_newton_solve`."""
 
 
 @njit(cache=True)
@@ -128,24 +133,29 @@ def _weighted_gram(x, xt, c, lam: float, weighted_xt):
 
 
 @njit(cache=True)
-def newton_solve(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol: float, grad_tol: float,
-                 max_halvings: int):
-    """:func:`nlbandit.models.glm.newton_solve` (pass :data:`NEWTON_OPTIONS`): damped Newton from ``theta0``
-    with step halving, stopping on a small full step or a small gradient, or after ``max_iter`` iterations.
-    Returns θ (a new array)."""
+def newton_iterate(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol: float, grad_tol: float,
+                   max_halvings: int):
+    """:func:`nlbandit.models.glm.newton_solve`: damped Newton from ``theta0`` with step halving, stopping on a
+    small full step or a small gradient, or after ``max_iter`` (≥ 1) iterations. Returns (θ, a new array; whether
+    it stopped on the step or the gradient: ``converged``; the Hessian's Cholesky factor L in the lower triangle,
+    :func:`hessian_cholesky`, at the last iteration's starting point — for the identity link, whose Hessian does
+    not depend on θ, the Hessian at θ itself, computed once for all iterations)."""
     n, d = x.shape
     xt = np.ascontiguousarray(x.T)
     weighted_xt, residual, curvature, step = np.empty((d, n)), np.empty(n), np.empty(n), np.empty(d)
     theta = theta0.copy()
     f0 = objective(code, x, w, s, lam, theta)
-    for _ in range(max_iter):
+    done = False
+    h = np.empty((d, d))
+    for iteration in range(max_iter):
         v = x @ theta
         for i in range(n):
             residual[i] = w[i] * mean(code, v[i]) - s[i]
             curvature[i] = w[i] * dmean(code, v[i])
         g = xt @ residual + lam * theta
-        h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
-        _cholesky(h)
+        if code != 0 or iteration == 0:
+            h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
+            _cholesky(h)
         _solve_lower(h, g, step)
         _solve_upper(h, step, step)
         f_noise = _F_NOISE * (1.0 + abs(f0))
@@ -163,6 +173,64 @@ def newton_solve(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol
         theta, f0 = new, f
         if done:
             break
+    return theta, done, h
+
+
+@njit(cache=True)
+def newton_solve(code: int, x, w, s, lam: float, theta0, max_iter: int, step_tol: float, grad_tol: float,
+                 max_halvings: int):
+    """θ of :func:`newton_iterate` (pass :data:`NEWTON_OPTIONS`)."""
+    return newton_iterate(code, x, w, s, lam, theta0, max_iter, step_tol, grad_tol, max_halvings)[0]
+
+
+@njit(cache=True)
+def _all_within_rounding(theta, last, eps: float) -> bool:
+    """Whether every member's last step is within rounding of zero, 1024 ε (1 + ‖θ_j‖)."""
+    for j in range(theta.shape[0]):
+        if not last[j] <= 1024 * eps * (1.0 + math.sqrt(theta[j] @ theta[j])):
+            return False
+    return True
+
+
+@njit(cache=True)
+def ensemble_newton_solve(code: int, x, w, s, lam: float, thetas, iterations: int, tol: float, max_iter: int,
+                          grad_tol: float, max_halvings: int):
+    """:func:`nlbandit.models.glm.ensemble_newton_solve` (pass :data:`ENSEMBLE_OPTIONS`): the m argmins of the
+    members sharing rows (x, w) with response sums ``s`` (C, m), by ``iterations`` chord steps with the
+    Hessian at the mean of the warm starts ``thetas`` (m, d) (fewer once every member's last step is within
+    rounding of zero, as after the identity link's first two: the next ones change θ by rounding only), then,
+    for each member that fails the contraction test, single Newton iterations (from the chord iterate if its last
+    step shrank, else from its warm start) until one converges or ``max_iter`` have run. Returns (m, d)."""
+    m, d = thetas.shape
+    h = hessian_cholesky(code, x, w, lam, thetas.sum(axis=0) / m)
+    theta = thetas.copy()
+    before, last = np.full(m, np.inf), np.full(m, np.inf)
+    residual, step = np.empty((x.shape[0], m)), np.empty(d)
+    eps = np.finfo(np.float64).eps
+    for iteration in range(iterations):
+        if iteration >= 2 and _all_within_rounding(theta, last, eps):
+            break  # (the identity link converges in one step: further steps change θ by rounding only)
+        v = x @ theta.T
+        for i in range(x.shape[0]):
+            for j in range(m):
+                residual[i, j] = w[i] * mean(code, v[i, j]) - s[i, j]
+        g = residual.T @ x + lam * theta
+        for j in range(m):
+            _solve_lower(h, g[j], step)
+            _solve_upper(h, step, step)
+            theta[j] -= step
+            before[j], last[j] = last[j], math.sqrt(step @ step)
+    for j in range(m):
+        scale = 1.0 + math.sqrt(theta[j] @ theta[j])
+        if last[j] * last[j] <= tol * scale * (before[j] - last[j]) or last[j] <= 1024 * eps * scale:
+            continue
+        member = np.ascontiguousarray(s[:, j])
+        current = theta[j].copy() if last[j] < before[j] else thetas[j].copy()
+        for _ in range(max_iter):
+            current, converged, _ = newton_iterate(code, x, w, member, lam, current, 1, tol, grad_tol, max_halvings)
+            if converged:
+                break
+        theta[j] = current
     return theta
 
 
@@ -219,14 +287,13 @@ def thompson_factor(h, contexts):
 
 
 @njit(cache=True)
-def perturbed_fit_law(x, n, y, lam: float, contexts):
+def perturbed_fit_law(chol, x, y, lam: float, contexts):
     """(mean, factor) of the identity-link perturbed fit's scores (GLM-FPL's law given the history): the fit
-    θ̃ = G⁻¹Xᵀ(y + a√N ξ), G = XᵀNX + λI, gives contexts·θ̃ = mean + a·factor·ζ with ζ ~ N(0, I_d), the factor
-    a rank-d square root of Cov = G⁻¹XᵀNXG⁻¹ = G⁻¹ − λG⁻², by Cholesky with a 1e-12 relative jitter (Cov is
-    singular while some direction has no pull)."""
-    k, d = x.shape
-    chol = _weighted_gram(x, np.ascontiguousarray(x.T), n, lam, np.empty((d, k)))
-    _cholesky(chol)
+    θ̃ = G⁻¹Xᵀ(y + a√N ξ), G = XᵀNX + λI = L Lᵀ (``chol`` holding L, :func:`hessian_cholesky` with the identity
+    link), gives contexts·θ̃ = mean + a·factor·ζ with ζ ~ N(0, I_d), the factor a rank-d square root of
+    Cov = G⁻¹XᵀNXG⁻¹ = G⁻¹ − λG⁻², by Cholesky with a 1e-12 relative jitter (Cov is singular while some direction
+    has no pull)."""
+    d = x.shape[1]
     half = _lower_inverse(chol)
     inverse = np.ascontiguousarray(half.T) @ half
     cov = inverse - lam * (inverse @ inverse)

@@ -1,6 +1,7 @@
 """Host rounds (:mod:`nlbandit.host`) of the GLM policies of :mod:`nlbandit.policies.glm`, found by the agent
 through :data:`HOST_ROUNDS` (:func:`nlbandit.host.rounds.host_round`): per-arm statistics, Newton, and a constant
-width or scale only (the history layout, the other solvers and the theory widths run the jitted round). Not
+width or scale only; GLM-ES with per-arm statistics and the ensemble Newton solver (the history layout, the other
+solvers — GLM-ES's default, 100 gradient steps per member — and the theory widths run the jitted round). Not
 imported by the family module, so not part of any run's code hash (:mod:`nlbandit.provenance`)."""
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from nlbandit.host.ridge import gram_update
 from nlbandit.host.rounds import HostRound, Round, tie_word
 from nlbandit.models.history import Rows
 from nlbandit.policies.glm import split_act_key, split_update_key
+from nlbandit.policies.linear_host import ensemble_words
 
+
+IDENTITY = glm.LINK_CODES["identity"]
 
 AGENT_DEFAULTS = {"glm-tsl": {"a": 0.5}}
 """The online agent's practice defaults (:func:`nlbandit.agent.agent_defaults`), measured on held-out problems by
@@ -116,8 +120,9 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
         lam = float(params.lam)
-        center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
-        h = glm.hessian_cholesky(code, rows.x, n, lam, center)
+        center, _, h = glm.newton_iterate(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
+        if code != IDENTITY:  # (the identity link's Hessian does not depend on θ: Newton's is H(θ̄) already)
+            h = glm.hessian_cholesky(code, rows.x, n, lam, center)
         learnt = state._replace(rows=rows, center=center, theta=center + params.a * glm.thompson_step(h, draws[0]))
         last[:] = learnt, h
         return learnt
@@ -134,20 +139,61 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     identity link the fit is linear in the perturbation, so its score law is Gaussian (``law``); with other
     links the agent redraws the fit."""
     code = glm.LINK_CODES[config["link"]]
+    last: list = [None, None]  # identity link: the last state learnt and the Cholesky factor of its G
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
         targets = y + params.a * (np.sqrt(n) * draws[0])
-        theta = glm.newton_solve(code, rows.x, n, targets, float(params.lam), state.theta, *glm.NEWTON_OPTIONS)
-        return state._replace(rows=rows, theta=theta)
+        theta, _, h = glm.newton_iterate(code, rows.x, n, targets, float(params.lam), state.theta,
+                                         *glm.NEWTON_OPTIONS)
+        learnt = state._replace(rows=rows, theta=theta)
+        last[:] = learnt, h
+        return learnt
 
     def law(params, state, contexts):  # identity link: the fit is linear in the perturbation, exactly Gaussian
-        rows = state.rows
-        mean, factor = glm.perturbed_fit_law(rows.x, rows.n, rows.y, float(params.lam), contexts)
+        rows, lam = state.rows, float(params.lam)
+        chol = last[1] if last[0] is state else glm.hessian_cholesky(IDENTITY, rows.x, rows.n, lam, state.theta)
+        mean, factor = glm.perturbed_fit_law(chol, rows.x, rows.y, lam, contexts)
         return mean, factor, float(params.a)
 
     return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k),
                      law if config["link"] == "identity" else None)
+
+
+@functools.lru_cache(maxsize=None)
+def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
+    """GLM-ES's m standard normals of an update (the perturbations' key, the first half of the split update key;
+    one function per m, so its compiled block is shared)."""
+    return lambda key: (normal(split_update_key(key)[0], (m,)),)
+
+
+def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
+    """:func:`nlbandit.policies.glm.glm_es` with per-arm statistics and the ensemble Newton solver: every member's
+    reward sums get their own perturbation of each reward, all members are refitted together
+    (:func:`nlbandit.host.glm.ensemble_newton_solve`); play member j_t's argmax, the warm-up's planned arms
+    first, with the exact probability over the member draw."""
+    code = glm.LINK_CODES[config["link"]]
+
+    def act(params, state, draws, contexts, mask, t):
+        member_word, tie_word = draws[0]
+        theta = state.theta
+        scores = contexts @ theta[exploration.member_draw(member_word, params.m_used)]
+        planned = _planned(state, t, mask)
+        if planned is not None:
+            return planned, scores[planned], math.nan, 1.0
+        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
+        return arm, scores[arm], math.nan, exploration.ensemble_probability(theta @ contexts.T, arm, mask,
+                                                                            int(params.m_used))
+
+    def update(params, state, draws, contexts, arm, reward, t):
+        rows = state.rows
+        n, y = rows.n.copy(), rows.y.copy()
+        n[arm] += 1.0
+        y[arm] += reward + params.sigma_r * draws[0]
+        theta = glm.ensemble_newton_solve(code, rows.x, n, y, float(params.lam), state.theta, *glm.ENSEMBLE_OPTIONS)
+        return state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
+
+    return HostRound(act, update, ensemble_words, _member_noise(config["m"]))
 
 
 def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):
@@ -160,6 +206,8 @@ def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):
     return host
 
 
-HOST_ROUNDS = {name: _supported(build) for name, build in
-               (("glm-ucb", glm_ucb), ("ucb-glm", ucb_glm), ("glm-tsl", glm_tsl), ("glm-fpl", glm_fpl))}
+HOST_ROUNDS = {**{name: _supported(build) for name, build in
+                  (("glm-ucb", glm_ucb), ("ucb-glm", ucb_glm), ("glm-tsl", glm_tsl), ("glm-fpl", glm_fpl))},
+               "glm-es": lambda config, spec: glm_es(config, spec) if (config["backend"], config["solver"]) == (
+                   "arms", "ensemble-newton") else None}
 """The family's host rounds by policy name (:func:`nlbandit.host.rounds.host_round`)."""
