@@ -29,7 +29,8 @@ AGENT_DEFAULTS = {"glm-tsl": {"a": 0.5}}
 """The online agent's practice defaults (:func:`nlbandit.agent.agent_defaults`), measured on held-out problems by
 ``benchmarks/agent_defaults.py`` (2026-11-26, T = 2,000, 10 seeds, three logistic bandits; the average ratio to
 the best candidate's regret): glm-tsl a = 0.5 1.07 against a = 1's 1.60; glm-ucb (α = 0.5, 1.41) and glm-fpl
-(a = 0.5, 1.34) keep their registered defaults, the best of their candidates."""
+(a = 0.5, 1.34) keep their registered defaults, the best of their candidates; so does glm-es (solver "gd" 1.01,
+"ensemble-newton" 1.03, within the script's 2%, 2026-11-26), whose host round needs ``solver="ensemble-newton"``."""
 
 
 def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
