@@ -138,13 +138,15 @@ def newton_iterate(code: int, x, w, s, lam: float, theta0, max_iter: int, step_t
     """:func:`nlbandit.models.glm.newton_solve`: damped Newton from ``theta0`` with step halving, stopping on a
     small full step or a small gradient, or after ``max_iter`` (≥ 1) iterations. Returns (θ, a new array; whether
     it stopped on the step or the gradient: ``converged``; the Hessian's Cholesky factor L in the lower triangle,
-    :func:`hessian_cholesky`, at the last iteration's starting point — for the identity link, whose Hessian does
-    not depend on θ, the Hessian at θ itself, computed once for all iterations)."""
+    :func:`hessian_cholesky`, at the last iteration's starting point). With the identity link F is quadratic: a
+    full step decreases it, so the halving's objective evaluations are skipped (the jitted solver accepts every
+    full step there too), and the Hessian, independent of θ, is computed once (it is the Hessian at θ itself)."""
     n, d = x.shape
     xt = np.ascontiguousarray(x.T)
     weighted_xt, residual, curvature, step = np.empty((d, n)), np.empty(n), np.empty(n), np.empty(d)
+    quadratic = code == 0  # the identity link (docstring)
     theta = theta0.copy()
-    f0 = objective(code, x, w, s, lam, theta)
+    f0 = 0.0 if quadratic else objective(code, x, w, s, lam, theta)
     done = False
     h = np.empty((d, d))
     for iteration in range(max_iter):
@@ -153,24 +155,26 @@ def newton_iterate(code: int, x, w, s, lam: float, theta0, max_iter: int, step_t
             residual[i] = w[i] * mean(code, v[i]) - s[i]
             curvature[i] = w[i] * dmean(code, v[i])
         g = xt @ residual + lam * theta
-        if code != 0 or iteration == 0:
+        if not quadratic or iteration == 0:
             h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
             _cholesky(h)
         _solve_lower(h, g, step)
         _solve_upper(h, step, step)
-        f_noise = _F_NOISE * (1.0 + abs(f0))
         t = 1.0
         new = theta - step
-        f = objective(code, x, w, s, lam, new)
-        halvings = 0
-        while f > f0 + f_noise and halvings < max_halvings:
-            t *= 0.5
-            new = theta - t * step
+        if not quadratic:
+            f_noise = _F_NOISE * (1.0 + abs(f0))
             f = objective(code, x, w, s, lam, new)
-            halvings += 1
+            halvings = 0
+            while f > f0 + f_noise and halvings < max_halvings:
+                t *= 0.5
+                new = theta - t * step
+                f = objective(code, x, w, s, lam, new)
+                halvings += 1
+            f0 = f
         done = (t == 1.0 and math.sqrt(step @ step) <= step_tol * (1.0 + math.sqrt(new @ new))) or (
             math.sqrt(g @ g) <= grad_tol)
-        theta, f0 = new, f
+        theta = new
         if done:
             break
     return theta, done, h
