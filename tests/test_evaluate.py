@@ -3,42 +3,23 @@ simulated log whose candidate value is known, every estimator recovers it."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 pytest.importorskip("starlette", reason="the service needs the test extra's starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from service_log import write_log  # noqa: E402
 
-import nlbandit as nb  # noqa: E402
 from nlbandit.cli import main  # noqa: E402
 from nlbandit.core.hyper import ConfigError  # noqa: E402
-from nlbandit.core.keys import seed_keys  # noqa: E402
-from nlbandit.core.round import round_key  # noqa: E402
-from nlbandit.service.app import agent_config  # noqa: E402
 from nlbandit.service.evaluate import evaluate_log  # noqa: E402
-from nlbandit.service.fleet import Fleet  # noqa: E402
-from nlbandit.service.server import create_app  # noqa: E402
 
-D, K, ROUNDS = 3, 4, 1500
+ROUNDS = 1500
 
 
-def _logged(folder, logger="uniform", **hyper):
-    """A service of ``logger`` that played ROUNDS rounds of a linear bandit with fresh contexts (rewards given
-    back at once); returns the (ROUNDS, K) mean rewards of the rounds' arms."""
-    env = nb.make_env("linear", d=D, k=K, contexts="fresh", noise_std=0.3)
-    keys = seed_keys(jnp.uint32(7))
-    state = env.reset(keys.env_reset)
-    means = []
-    fleet = Fleet.open(folder, {"default": agent_config(logger, D, K, seed=1, **hyper)})
-    with TestClient(create_app(fleet)) as c:
-        for t in range(1, ROUNDS + 1):
-            x, _ = env.observe(state, round_key(keys.env_observe, t), t)
-            d = c.post("/decide", json={"contexts": np.asarray(x).tolist()}).json()
-            reward = float(env.pull(state, round_key(keys.env_pull, t), t, x, d["arm"]).reward)
-            assert c.post("/reward", json={"event_id": d["event_id"], "value": reward}).status_code == 200
-            means.append(np.asarray(env.mean(state, x)))
-    return np.array(means)
+def _logged(folder):
+    """A uniform logger's service that played ROUNDS rounds of a linear bandit (tests/service_log.py); returns the
+    (ROUNDS, K) mean rewards of the rounds' arms."""
+    return write_log(folder, ROUNDS, env_seed=7, logger_seed=1)
 
 
 @pytest.fixture(scope="module")

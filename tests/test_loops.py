@@ -121,5 +121,6 @@ def test_a_new_loop_is_one_module(experiment_file, tmp_path, monkeypatch):
 
 
 def test_unknown_loop_names_the_loaded_loops(experiment_file):
-    with pytest.raises(ConfigError, match="field 'loop' must be one of 'bandit', 'regression', 'replay', got 'drift'"):
+    with pytest.raises(ConfigError,
+                       match="field 'loop' must be one of 'bandit', 'regression', 'replay', 'evaluate', got 'drift'"):
         load_experiment(experiment_file(TOY))

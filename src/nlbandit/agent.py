@@ -230,9 +230,7 @@ class Agent:
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
                       estimate_draws=estimate_draws, numpy_round=numpy_round)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
-        where = f"Agent policy '{policy}'"
-        given = {**agent_defaults().get(policy, {}), **hyperparameters}
-        config = check_policy_sizes(resolve_policy({"name": policy, **given}, where), spec, where)
+        config = agent_policy(policy, hyperparameters, spec, f"Agent policy '{policy}'")
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
                     horizon is None)
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
@@ -678,6 +676,18 @@ def agent_defaults() -> dict[str, dict[str, Any]]:
     for module in declaring_modules("nlbandit.policies", "AGENT_DEFAULTS"):
         found.update(module.AGENT_DEFAULTS)
     return found
+
+
+def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec, where: str) -> dict[str, Any]:
+    """The resolved configuration of the policy that an :class:`Agent` of ``policy`` with ``hyperparameters`` runs
+    for sizes ``spec``: the agent's practice defaults (:func:`agent_defaults`) where ``hyperparameters`` sets
+    nothing, checked for those sizes (:func:`~nlbandit.policies.registry.check_policy_sizes`).
+
+    Raises:
+      ConfigError: naming the field (``where``): an unknown policy or hyperparameter, a value out of its range.
+    """
+    given = {**agent_defaults().get(policy, {}), **hyperparameters}
+    return check_policy_sizes(resolve_policy({"name": policy, **given}, where), spec, where)
 
 
 def _check_fields(where: str, **fields: Any) -> None:

@@ -20,6 +20,7 @@ naming the environment configuration, seed and horizon.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -98,23 +99,26 @@ def export_instance(env: Env, seed: int, horizon: int, config: dict[str, Any] | 
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
     keys = seed_keys(jnp.uint32(seed))
     state = jax.jit(env.reset)(keys.env_reset)
-    k = env.spec.k
-
-    @jax.jit
-    def rounds(ts):
-        def one(t):
-            contexts, mask = observe(env, state, keys, t)
-            pay = jax.vmap(lambda arm: pull(env, state, keys, t, contexts, arm).reward)(jnp.arange(k))
-            return contexts, mask, pay, env.mean(state, contexts)
-        return jax.vmap(one)(ts)
-
-    parts = [jax.device_get(rounds(jnp.arange(s + 1, min(s + chunk, horizon) + 1))) for s in range(0, horizon, chunk)]
+    parts = [jax.device_get(_tabulate(env, state, keys, jnp.arange(s + 1, min(s + chunk, horizon) + 1)))
+             for s in range(0, horizon, chunk)]
     contexts, mask, pay, means = (np.concatenate(p) for p in zip(*parts))
     named = {jax.tree_util.keystr(p): np.asarray(jax.random.key_data(a) if jnp.issubdtype(a.dtype, jax.dtypes.prng_key)
                                                  else a)
              for p, a in jax.tree_util.tree_leaves_with_path(state)}
     return Instance(contexts, mask, pay.astype(np.float64), means.astype(np.float64), named,
                     {"name": env.name, **(config or {})}, seed)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _tabulate(env: Env, state: Any, keys: Any, ts: jax.Array) -> tuple[jax.Array, ...]:
+    """Rounds ``ts`` of the instance ``state`` of ``env`` drawn with the seed's ``keys``: (contexts, mask, the
+    reward of every arm, the mean rewards), each with a leading round axis; compiled once per environment object
+    and chunk length, whatever the seed."""
+    def one(t):
+        contexts, mask = observe(env, state, keys, t)
+        pay = jax.vmap(lambda arm: pull(env, state, keys, t, contexts, arm).reward)(jnp.arange(env.spec.k))
+        return contexts, mask, pay, env.mean(state, contexts)
+    return jax.vmap(one)(ts)
 
 
 def replay_arms(instance: Instance, arms: Any) -> dict[str, np.ndarray]:

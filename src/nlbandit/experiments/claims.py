@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
+from nlbandit.plugins import ClaimFunction
 from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field_regret, ftrl_regret_bound
 
 
@@ -247,8 +248,10 @@ UNKNOWN = _Unknown()
 
 
 class _Evaluator:
-    def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]]):
+    def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]],
+                 functions: tuple[ClaimFunction, ...] = ()):
         self.curves, self.horizon, self.grid = curves, horizon, grid
+        self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
 
     def __call__(self, node: ast.AST) -> Any:
@@ -422,6 +425,13 @@ class _Evaluator:
                 value = value / np.sqrt(end.size) if name == "se" else value
             self.trace.append((ast.unparse(node), value))
             return value
+        own = self.functions.get(name)
+        if own is not None and len(args) == 1 + own.args and isinstance(args[0], str):
+            label = args[0]
+            value = own.value(lambda metric: self.curves(label, kwargs, metric)[1][:, -1], *args[1:])
+            self.trace.append((f"{ast.unparse(node)} = {own.text(value)}",
+                               value.mean if isinstance(value, Interval) else value))
+            return value
         raise ConfigError(
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), reward(label), paired(a, b), std(label), "
             "se(label), "
@@ -429,6 +439,7 @@ class _Evaluator:
             "update_time(label), quantile(label, q), "
             "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
             "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
+            + "".join(f", {f.usage}" for f in self.functions.values())
         )
 
 
@@ -460,12 +471,12 @@ class ClaimResult:
 
 
 def traced_text(text: str, value: float) -> str:
-    """One traced call as reports print it: ``regret('A') = 12.30``, or a ``paired(...)`` call's own text,
-    which already carries its mean and interval (it ends in `` (95% CI)``; a plain call ends with its
-    closing parenthesis, whatever its labels hold), or an ``at_least(...)`` count's or a "decided without" note's
-    own text; a ``reward(...)``
-    (a rate, often below 0.01) with four decimals."""
-    if text.endswith(" (95% CI)") or text.startswith(("at_least(", "decided without ")):
+    """One traced call as reports print it: ``regret('A') = 12.30``, or a text that states its value already (it
+    does not end with the call's closing parenthesis, whatever its labels hold, or it ends with `` (95% CI)``: a
+    ``paired(...)`` call with its mean and interval, an ``at_least(...)`` count, a loop's claim function,
+    :class:`~nlbandit.plugins.ClaimFunction`) or a "decided without" note; a ``reward(...)`` (a rate, often below
+    0.01) with four decimals."""
+    if text.endswith(" (95% CI)") or not text.endswith(")") or text.startswith("decided without "):
         return text
     return f"{text} = {value:.4f}" if text.startswith("reward(") else f"{text} = {value:.2f}"
 
@@ -491,14 +502,15 @@ def parse_claim(check: str) -> ast.Expression:
     return tree
 
 
-def evaluate_claim(check: str, curves: Curves, horizon: int,
-                   grid: Callable[[str], list[Any]] = lambda key: []) -> tuple[bool | None, list[tuple[str, float]]]:
+def evaluate_claim(check: str, curves: Curves, horizon: int, grid: Callable[[str], list[Any]] = lambda key: [],
+                   functions: tuple[ClaimFunction, ...] = ()) -> tuple[bool | None, list[tuple[str, float]]]:
     """Evaluate ``check``; return its truth (None when undetermined) and the values of every call.
 
-    ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``)."""
+    ``grid(key)`` lists the values of an environment grid key (for ``r2`` and ``slope``); ``functions`` are those
+    the experiment's loop adds (:func:`nlbandit.plugins.claim_functions`)."""
     tree = parse_claim(check)
     text = " ".join(check.splitlines())
-    ev = _Evaluator(curves, horizon, grid)
+    ev = _Evaluator(curves, horizon, grid, functions)
     try:
         value = ev(tree)
     except ConfigError:
@@ -546,15 +558,19 @@ def validate_claim(check: str, exp, where: str) -> None:
     select = run_selector(exp, where)
 
     from nlbandit.loops import LOOPS
+    from nlbandit.plugins import claim_functions
+
+    loop = LOOPS[exp.loop]
 
     def fake(label, case, metric="regret"):
-        if metric not in LOOPS[exp.loop].metrics:
-            raise ConfigError(f"reward({label!r}): a {exp.loop} run stores no rewards")
+        if metric not in loop.metrics:
+            what = "rewards" if metric == "reward" else f"{metric!r} curve"
+            raise ConfigError(f"{metric}({label!r}): a {exp.loop} run stores no {what}")
         select(label, case)
         return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0)
 
     try:
-        evaluate_claim(check, fake, exp.horizon, grid_values(exp))
+        evaluate_claim(check, fake, exp.horizon, grid_values(exp), claim_functions(exp.loop))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None
 

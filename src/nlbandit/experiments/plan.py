@@ -32,6 +32,7 @@ from nlbandit.experiments.schema import (
 from nlbandit.experiments.spec import Claim, Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Loop
+from nlbandit.loops.files import NamesPaths
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.plugins import plugins
 
@@ -112,6 +113,8 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, 
         for env_cfg, varying in expand(env_raw, loop.fixed_env_fields(env_raw, ewhere), ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
             every_case.append(case)
+            if isinstance(loop, NamesPaths):  # paths relative to the experiment file's folder
+                env_cfg = loop.locate(env_cfg, Path(os.path.abspath(spec.path)).parent)
             try:
                 env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
             except DataError as e:  # a real data set that is not in the cache: the other cases still run

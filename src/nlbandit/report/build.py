@@ -24,7 +24,7 @@ from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
 from nlbandit.provenance import package_hash
-from nlbandit.plugins import Diagnostic, Panel, of_kind
+from nlbandit.plugins import Diagnostic, Panel, claim_functions, of_kind
 from nlbandit.report.runlist import run_list, run_list_path, stored_digest
 from nlbandit.store import Store, StoredRun
 
@@ -101,7 +101,7 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
 
     out = []
     for c in exp.claims:
-        holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp))
+        holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp), claim_functions(exp.loop))
         if c.missing and holds is None:  # not decided by the cases that ran
             out.append(ClaimResult(c.name, c.text, c.check, c.expect, None, [], c.kind, c.missing))
             continue
