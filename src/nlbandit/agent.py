@@ -23,7 +23,7 @@ uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pull
 policies on a host round (Lin-TS, GLM-TSL, GLM-FPL with the identity link), whose scores given the history
 are Gaussian (:attr:`~nlbandit.host.rounds.HostRound.law`), estimated from one vectorised block of antithetic
 draws of that law, each integrated exactly along the chosen arm's direction (:mod:`nlbandit.host.propensity`,
-``estimate_draws`` = 64 by default: cheaper than the decision);
+``estimate_draws`` = 64 by default: cheaper than the decision and learning themselves);
 otherwise estimated by redrawing the round's decision ``estimate_draws`` times (1,000 by default) with
 independent keys (perturbed history, the jitted rounds); ``Decision.method`` says which, with the estimate's
 standard error. The draws use a key stream of their own, so they change no decision. Where the exploration is
@@ -36,10 +36,10 @@ weights (whatever minibatches trained them).
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
 ``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale, and
-``glm-es`` with per-arm statistics and ``solver="ensemble-newton"`` (:func:`nlbandit.host.host_rounds`), the agent decides and learns in float64 on the host, on NumPy arrays,
-its loops compiled by numba (:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted
-policy, without the ~20 µs that launching any XLA program costs per call; ``numpy_round=False`` runs the
-jitted round instead.
+``glm-es`` with per-arm statistics and ``solver="ensemble-newton"`` (:func:`nlbandit.host.host_rounds`), the
+agent decides and learns in float64 on the host, on NumPy arrays, its loops compiled by numba
+(:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted policy, without the ~20 µs that
+launching any XLA program costs per call; ``numpy_round=False`` runs the jitted round instead.
 Decisions are the same either way except where two arms' scores differ by less than rounding.
 
 Horizon-free. Without a ``horizon`` the agent is built for ``INITIAL_HORIZON`` decisions and, when a decision
@@ -101,9 +101,10 @@ REDRAWS = 1000
 """The default number of redraws of a decision that estimate its probability (no Gaussian law on the host)."""
 GAUSSIAN_DRAWS = 64
 """The default number of draws (32 antithetic pairs) of a host round's Gaussian score law that estimate its
-probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 this costs ~12 µs, a third of the decision; its
-standard error is about that of the 128 antithetic indicator draws used before (within 15%) where the probability
-is above 0.5, and 1.6–5.5 times smaller where it is below 0.1, which is where inverse-propensity weights need it
+probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 a round with it costs 1.6–1.8× one without
+(``benchmarks/agent.py``: 17–24 µs with the score law's own computation); its standard error is about that of
+the 128 antithetic indicator draws used before (within 15%) where the probability is above 0.5, and 1.6–5.5 times
+smaller where it is below 0.1, which is where inverse-propensity weights need it
 (300 repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
 _NORMAL_BLOCK = 32
 """Rounds whose normals a host probability estimate draws at once (:meth:`Agent._normals`)."""
