@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+from nlbandit.host.exploration import greedy_choice
+
 from nlbandit.models import glm as jitted_glm
 
 LINK_CODES: dict[str, int] = {"identity": 0, "logistic": 1, "probit": 2, "poisson": 3}
@@ -288,6 +290,22 @@ def thompson_factor(h, contexts):
     """F = X L⁻ᵀ for the round's ``contexts`` X, ``h`` holding L (:func:`hessian_cholesky`): GLM-TSL's scores
     X θ̃ = X θ̄ + a F ξ, ξ ~ N(0, I), the law of its choice given the history (:mod:`nlbandit.host.propensity`)."""
     return contexts @ np.ascontiguousarray(_lower_inverse(h).T)
+
+
+@njit(cache=True)
+def thompson_law(h, contexts, center):
+    """(X θ̄, :func:`thompson_factor`): GLM-TSL's score law given the history, in one call."""
+    return contexts @ center, thompson_factor(h, contexts)
+
+
+@njit(cache=True)
+def sampled_choice(word, contexts, theta, center, mask, centred: bool):
+    """(arm, score, bonus) of GLM-TSL's and GLM-FPL's choice argmax_x xᵀθ̃ (``theta``) by the tie rule
+    (:func:`nlbandit.host.exploration.greedy_choice`), the bonus the score's excess over xᵀθ̄ (``center``) with
+    ``centred``, else NaN."""
+    scores = contexts @ theta
+    arm = greedy_choice(word, scores, mask)[0]
+    return arm, scores[arm], scores[arm] - contexts[arm] @ center if centred else np.nan
 
 
 @njit(cache=True)

@@ -85,11 +85,11 @@ def _sampled_act(centred: bool) -> Callable[..., Round]:
     estimate), the warm-up's planned arms first; with ``centred``, the bonus is the excess over the centre θ̄."""
 
     def act(params, state, draws, contexts, mask, t):
-        scores = contexts @ state.theta
         planned = _planned(state, t, mask)
-        arm = planned if planned is not None else exploration.greedy_choice(draws[0], scores, mask)[0]
-        bonus = scores[arm] - contexts[arm] @ state.center if centred else math.nan
-        return arm, scores[arm], bonus, 1.0 if planned is not None else math.nan
+        if planned is None:
+            return (*glm.sampled_choice(draws[0], contexts, state.theta, state.center, mask, centred), math.nan)
+        score = contexts[planned] @ state.theta
+        return planned, score, score - contexts[planned] @ state.center if centred else math.nan, 1.0
 
     return act
 
@@ -129,7 +129,7 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         return learnt
 
     def law(params, state, contexts):  # scores X θ̄ + a X L⁻ᵀ ξ
-        return contexts @ state.center, glm.thompson_factor(hessian_factor(params, state), contexts), float(params.a)
+        return (*glm.thompson_law(hessian_factor(params, state), contexts, state.center), float(params.a))
 
     return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d), law)
 
