@@ -7,9 +7,11 @@ s = μ + c F ξ, ξ ~ N(0, I_r), given the history: the round's *score law* (μ,
 e = f/‖f‖, u ~ N(0, 1) independent of ξ⊥. Given ξ⊥, every score is affine in the scalar u,
 s_b = μ_b + c(ρ_b u + g_b) with ρ_b = F_b·e, g_b = F_b·ξ⊥ (and ρ_a = ‖f‖, g_a = 0), so arm a wins on an
 interval of u whose Gaussian mass is exact: P(a | ξ⊥) = Φ(hi) − Φ(lo). The estimate is the mean of P(a | ξ⊥)
-over N antithetic pairs (ξ⊥, −ξ⊥) (each pair scores the mean of its two); it is unbiased, and its standard
-error (the pairs' sample standard deviation over √N) is several times below that of as many indicator draws,
-since the conditioning removes the variance along e (Rao–Blackwell). Arms whose score equals a's under every
+over N antithetic pairs (ξ⊥, −ξ⊥) (each pair scores the mean of its two); it is unbiased, and each pair's
+variance is at most that of the antithetic pair of indicators (ξ, −ξ) it conditions (Rao–Blackwell): about
+as large where the choice is likely, several times smaller where it is unlikely (``GAUSSIAN_DRAWS`` in
+:mod:`nlbandit.agent` gives the measurements). The standard error is the pairs' sample standard deviation
+over √N. Arms whose score equals a's under every
 draw (the same row of the law: duplicated contexts) tie with it, and the tie rule splits their wins evenly.
 """
 
