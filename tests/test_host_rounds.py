@@ -313,3 +313,23 @@ def test_gaussian_choice_probability_splits_duplicated_arms_evenly():
     for arm in (2, 5):
         p, se = gaussian_choice_probability(mean, factor, 0.5, None, arm, rng.standard_normal((3, 2000)))
         assert abs(p - group / 2) <= 5 * se + 0.002, (arm, p, group)
+
+
+def test_gaussian_choice_probability_edge_cases():
+    """An arm whose score has no noise (a zero row of the law: nothing to integrate along) against plain draws;
+    the only available arm has probability 1; an unavailable arm 0."""
+    from nlbandit.host.propensity import gaussian_choice_probability
+
+    rng = np.random.default_rng(6)
+    mean, factor = rng.normal(size=5) * 0.3, rng.normal(size=(5, 3))
+    factor[1] = 0.0
+    mean[1] = np.sort(mean)[-2]  # the second-best mean: wins on some draws, not all
+    plain = mean[:, None] + 0.5 * factor @ rng.standard_normal((3, 400_000))
+    truth = np.mean(plain.argmax(0) == 1)
+    assert 0.05 < truth < 0.95
+    p, se = gaussian_choice_probability(mean, factor, 0.5, None, 1, rng.standard_normal((3, 2000)))
+    assert abs(p - truth) <= 5 * se + 0.002, (p, truth)
+    only = np.zeros(5, bool)
+    only[3] = True
+    assert gaussian_choice_probability(mean, factor, 0.5, only, 3, rng.standard_normal((3, 8))) == (1.0, 0.0)
+    assert gaussian_choice_probability(mean, factor, 0.5, only, 2, rng.standard_normal((3, 8))) == (0.0, 0.0)
