@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from nlbandit import machine
 from nlbandit.cli import main
 from nlbandit.experiments.runner import missing, run_experiment
 from nlbandit.experiments.plan import load_experiment
@@ -208,6 +209,18 @@ check = "{check}"
 """
 
 
+def test_machine_describes_the_cpu_model_vector_extension_and_cores():
+    """The timing's machine from /proc/cpuinfo's first model name and flags (fixed texts here), the widest of
+    AVX-512 and AVX2, and the cores this process may use."""
+    cores = len(os.sched_getaffinity(0))
+    plural = "s" if cores != 1 else ""
+    info = "processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 avx2 avx512f\n\nmodel name\t: Other\n"
+    assert machine.describe(info) == f"Some CPU, AVX-512, {cores} core{plural}"
+    assert machine.describe(info.replace(" avx512f", "")) == f"Some CPU, AVX2, {cores} core{plural}"
+    assert machine.describe(info.replace(" avx2 avx512f", "")) == f"Some CPU, no AVX2, {cores} core{plural}"
+    assert machine.describe("model name: X\n").startswith("X, extensions unknown, ")
+
+
 def test_check_a_folder(tmp_path, capsys):
     # Every *.toml below the folder (sorted, recursively), each with its name, claims and wall time, then a
     # summary of times and verdicts with the total; reports in <out>/<paper>/; exit 1 as a claim fails.
@@ -226,7 +239,7 @@ def test_check_a_folder(tmp_path, capsys):
     per_file = [float(m) for m in re.findall(r": (\d+\.\d) s wall time\n", text)]
     summary = re.findall(r"\n(\S+) +(\d+\.\d)  (.*)", text[text.index("\nexperiment "):])
     assert [(name, verdicts) for name, _, verdicts in summary] == [
-        (str(a), "1 PASS"), (str(b), "1 FAIL"), ("TOTAL", "wall time of 2 file(s)")]
+        (str(a), "1 PASS"), (str(b), "1 FAIL"), ("TOTAL", f"wall time of 2 file(s) on {machine.describe()}")]
     assert len(per_file) == 2 and float(summary[-1][1]) >= sum(per_file) - 0.1
     assert (out / "exps" / "a.md").is_file() and (out / "sub" / "b.md").is_file()
     # All claims hold: exit 0 (the runs are in the database already; nothing is simulated again).

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from nlbandit import machine
 from nlbandit.core.hyper import ConfigError
 
 DEFAULT_DB = "results/nlbandit.duckdb"
@@ -308,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             code, verdicts = _run_one(args, path, exp, store, out)
             seconds = time.perf_counter() - t0
-            print(f"{path}: {seconds:.1f} s wall time", flush=True)
+            where = "" if args.file.is_dir() else f" on {machine.describe()}"  # (a folder: once, in its total)
+            print(f"{path}: {seconds:.1f} s wall time{where}", flush=True)
             status = max(status, code)
             summary.append((path, seconds, verdicts))
     if args.file.is_dir():
@@ -317,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         for path, seconds, verdicts in summary:
             counts = ", ".join(f"{n} {v}" for v, n in sorted(Counter(verdicts).items())) or "none"
             print(f"{str(path):<{width}} {seconds:>9.1f}  {counts}")
-        print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s)")
+        print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s) on "
+              f"{machine.describe()}")
     return status
 
 

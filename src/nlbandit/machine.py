@@ -1,0 +1,38 @@
+"""What machine a timing was taken on: the CPU's model, its vector extension and the cores this process may use.
+
+The CPU of a shared VM can change between days (this project's changes between an AVX-512 and an AVX2-only
+model, 2.2–2.6× apart per experiment file), so every wall time the command line prints comes with it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def describe(cpuinfo: str | None = None) -> str:
+    """The CPU as ``"<model>, AVX-512, 2 cores"``: the model name and flags of ``cpuinfo`` (the text of
+    ``/proc/cpuinfo``, read when None; elsewhere :func:`platform.processor`), the widest of AVX-512 (``avx512f``)
+    and AVX2 it has ("no AVX2" otherwise, "extensions unknown" without a flags line), and the cores this process
+    may run on."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = CPUINFO.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("model name", "flags") and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    model = fields.get("model name") or platform.processor() or "unknown CPU"
+    flags = set(fields.get("flags", "").split())
+    vector = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2") if flags else \
+        "extensions unknown"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {vector}, {cores} core{'s' if cores != 1 else ''}"
+
+
+__all__ = ["describe"]
