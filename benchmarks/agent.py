@@ -55,6 +55,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nlbandit as nb  # noqa: E402
+from nlbandit import machine  # noqa: E402
 from nlbandit.agent import Agent  # noqa: E402
 from nlbandit.instances import export_instance  # noqa: E402
 
@@ -169,7 +170,8 @@ def main() -> None:
     parser.add_argument("--decide-rounds", type=int, default=200, help="rounds of the decide-only timing")
     args = parser.parse_args()
     contexts, pay, means = problem(args.rounds)
-    print(f"linear bandit, d = {D}, K = {K}, {args.rounds} rounds, one decision at a time; jax {jax.__version__}")
+    print(f"linear bandit, d = {D}, K = {K}, {args.rounds} rounds, one decision at a time; jax {jax.__version__}; "
+          f"{machine.describe()}")
     vw_us = {}
     try:
         for how, pre in (("text per round", False), ("text pre-formatted", True)):

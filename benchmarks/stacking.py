@@ -31,6 +31,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from nlbandit import machine  # noqa: E402
 from nlbandit.agent import Agent  # noqa: E402
 from nlbandit.core import round as one_round  # noqa: E402
 from nlbandit.core.types import Feedback  # noqa: E402
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--policies", nargs="+", default=["glm-es", "neural-ucb", "lin-ts"])
     args = parser.parse_args()
-    print(f"jitted updates, d = {D}, K = {K}; jax {jax.__version__}")
+    print(f"jitted updates, d = {D}, K = {K}; jax {jax.__version__}; {machine.describe()}")
     for name in args.policies:
         measure(name, args.agents)
 
