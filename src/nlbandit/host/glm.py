@@ -139,47 +139,86 @@ def newton_iterate(code: int, x, w, s, lam: float, theta0, max_iter: int, step_t
                    max_halvings: int):
     """:func:`nlbandit.models.glm.newton_solve`: damped Newton from ``theta0`` with step halving, stopping on a
     small full step or a small gradient, or after ``max_iter`` (≥ 1) iterations. Returns (θ, a new array; whether
-    it stopped on the step or the gradient: ``converged``; the Hessian's Cholesky factor L in the lower triangle,
-    :func:`hessian_cholesky`, at the last iteration's starting point). With the identity link F is quadratic: a
-    full step decreases it, so the halving's objective evaluations are skipped (the jitted solver accepts every
-    full step there too), and the Hessian, independent of θ, is computed once (it is the Hessian at θ itself)."""
+    it stopped on the step or the gradient: ``converged``). The identity link's F is quadratic:
+    :func:`quadratic_newton` with its Hessian, independent of θ, factored once."""
     n, d = x.shape
     xt = np.ascontiguousarray(x.T)
     weighted_xt, residual, curvature, step = np.empty((d, n)), np.empty(n), np.empty(n), np.empty(d)
-    quadratic = code == 0  # the identity link (docstring)
+    if code == 0:
+        h = _weighted_gram(x, xt, w, lam, weighted_xt)
+        _cholesky(h)
+        return quadratic_newton(h, x, w, s, lam, theta0, max_iter, step_tol, grad_tol)
     theta = theta0.copy()
-    f0 = 0.0 if quadratic else objective(code, x, w, s, lam, theta)
+    f0 = objective(code, x, w, s, lam, theta)
     done = False
-    h = np.empty((d, d))
-    for iteration in range(max_iter):
+    for _ in range(max_iter):
         v = x @ theta
         for i in range(n):
             residual[i] = w[i] * mean(code, v[i]) - s[i]
             curvature[i] = w[i] * dmean(code, v[i])
         g = xt @ residual + lam * theta
-        if not quadratic or iteration == 0:
-            h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
-            _cholesky(h)
+        h = _weighted_gram(x, xt, curvature, lam, weighted_xt)
+        _cholesky(h)
         _solve_lower(h, g, step)
         _solve_upper(h, step, step)
+        f_noise = _F_NOISE * (1.0 + abs(f0))
         t = 1.0
         new = theta - step
-        if not quadratic:
-            f_noise = _F_NOISE * (1.0 + abs(f0))
+        f = objective(code, x, w, s, lam, new)
+        halvings = 0
+        while f > f0 + f_noise and halvings < max_halvings:
+            t *= 0.5
+            new = theta - t * step
             f = objective(code, x, w, s, lam, new)
-            halvings = 0
-            while f > f0 + f_noise and halvings < max_halvings:
-                t *= 0.5
-                new = theta - t * step
-                f = objective(code, x, w, s, lam, new)
-                halvings += 1
-            f0 = f
+            halvings += 1
         done = (t == 1.0 and math.sqrt(step @ step) <= step_tol * (1.0 + math.sqrt(new @ new))) or (
             math.sqrt(g @ g) <= grad_tol)
+        theta, f0 = new, f
+        if done:
+            break
+    return theta, done
+
+
+@njit(cache=True)
+def quadratic_newton(h, x, w, s, lam: float, theta0, max_iter: int, step_tol: float, grad_tol: float):
+    """:func:`newton_iterate` for the identity link, given ``h`` holding the Cholesky factor L of its Hessian
+    G = Σ_i w_i x_i x_iᵀ + λI (independent of θ): F is quadratic, so every full step decreases it and the step
+    halving's objective evaluations are skipped (the jitted solver accepts every full step there too); the same
+    steps and stopping rule otherwise. Returns (θ, converged)."""
+    n, d = x.shape
+    residual, step = np.empty(n), np.empty(d)
+    theta = theta0.copy()
+    done = False
+    for _ in range(max_iter):
+        v = x @ theta
+        for i in range(n):
+            residual[i] = w[i] * v[i] - s[i]
+        g = residual @ x + lam * theta
+        _solve_lower(h, g, step)
+        _solve_upper(h, step, step)
+        new = theta - step
+        done = math.sqrt(step @ step) <= step_tol * (1.0 + math.sqrt(new @ new)) or math.sqrt(g @ g) <= grad_tol
         theta = new
         if done:
             break
-    return theta, done, h
+    return theta, done
+
+
+@njit(cache=True)
+def cholesky_add(chol, v):
+    """L' with L'L'ᵀ = L Lᵀ + v vᵀ, L the lower triangle of ``chol`` (a new array, zero above the diagonal): the
+    rank-one update of a Cholesky factor in O(d²) (Golub & Van Loan, Matrix Computations §6.5.4), e.g. a Gram
+    matrix's factor after one more pull of an arm."""
+    d = chol.shape[0]
+    out, u = np.tril(chol), v.copy()
+    for k in range(d):
+        r = math.sqrt(out[k, k] * out[k, k] + u[k] * u[k])
+        c, sn = r / out[k, k], u[k] / out[k, k]
+        out[k, k] = r
+        for i in range(k + 1, d):
+            out[i, k] = (out[i, k] + sn * u[i]) / c
+            u[i] = c * u[i] - sn * out[i, k]
+    return out
 
 
 @njit(cache=True)
@@ -233,7 +272,7 @@ def ensemble_newton_solve(code: int, x, w, s, lam: float, thetas, iterations: in
         member = np.ascontiguousarray(s[:, j])
         current = theta[j].copy() if last[j] < before[j] else thetas[j].copy()
         for _ in range(max_iter):
-            current, converged, _ = newton_iterate(code, x, w, member, lam, current, 1, tol, grad_tol, max_halvings)
+            current, converged = newton_iterate(code, x, w, member, lam, current, 1, tol, grad_tol, max_halvings)
             if converged:
                 break
         theta[j] = current

@@ -121,8 +121,11 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
         lam = float(params.lam)
-        center, _, h = glm.newton_iterate(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
-        if code != IDENTITY:  # (the identity link's Hessian does not depend on θ: Newton's is H(θ̄) already)
+        if code == IDENTITY:  # H = G does not depend on θ: the last state's factor, one more pull added
+            h = glm.cholesky_add(hessian_factor(params, state), rows.x[arm])
+            center = glm.quadratic_newton(h, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS[:3])[0]
+        else:
+            center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
             h = glm.hessian_cholesky(code, rows.x, n, lam, center)
         learnt = state._replace(rows=rows, center=center, theta=center + params.a * glm.thompson_step(h, draws[0]))
         last[:] = learnt, h
@@ -140,21 +143,29 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     identity link the fit is linear in the perturbation, so its score law is Gaussian (``law``); with other
     links the agent redraws the fit."""
     code = glm.LINK_CODES[config["link"]]
-    last: list = [None, None]  # identity link: the last state learnt and the Cholesky factor of its G
+    last: list = [None, None]  # identity link: the last state seen and the Cholesky factor of its G
+
+    def gram_factor(params, state):  # identity link: G's Cholesky factor (host states are never changed in place)
+        if last[0] is not state:
+            rows = state.rows
+            last[:] = state, glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam), state.theta)
+        return last[1]
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
-        targets = y + params.a * (np.sqrt(n) * draws[0])
-        theta, _, h = glm.newton_iterate(code, rows.x, n, targets, float(params.lam), state.theta,
-                                         *glm.NEWTON_OPTIONS)
-        learnt = state._replace(rows=rows, theta=theta)
-        last[:] = learnt, h
-        return learnt
+        targets, lam = y + params.a * (np.sqrt(n) * draws[0]), float(params.lam)
+        if code == IDENTITY:  # the last state's G, one more pull added
+            h = glm.cholesky_add(gram_factor(params, state), rows.x[arm])
+            theta = glm.quadratic_newton(h, rows.x, n, targets, lam, state.theta, *glm.NEWTON_OPTIONS[:3])[0]
+            learnt = state._replace(rows=rows, theta=theta)
+            last[:] = learnt, h
+            return learnt
+        return state._replace(rows=rows, theta=glm.newton_solve(code, rows.x, n, targets, lam, state.theta,
+                                                                *glm.NEWTON_OPTIONS))
 
     def law(params, state, contexts):  # identity link: the fit is linear in the perturbation, exactly Gaussian
-        rows, lam = state.rows, float(params.lam)
-        chol = last[1] if last[0] is state else glm.hessian_cholesky(IDENTITY, rows.x, rows.n, lam, state.theta)
-        mean, factor = glm.perturbed_fit_law(chol, rows.x, rows.y, lam, contexts)
+        rows = state.rows
+        mean, factor = glm.perturbed_fit_law(gram_factor(params, state), rows.x, rows.y, float(params.lam), contexts)
         return mean, factor, float(params.a)
 
     return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k),
