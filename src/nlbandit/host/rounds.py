@@ -48,6 +48,27 @@ class HostRound(NamedTuple):
     law: Callable[..., tuple] | None = None
 
 
+class LastState:
+    """A value derived from a host state, kept for the last state object it was derived from: host rounds never
+    change a state's arrays in place (a learnt state is a new object; tests/test_host_rounds.py), so a round's
+    ``act``, its probability's ``law`` and the next ``update`` derive it once."""
+
+    def __init__(self):
+        self._state: Any = None
+        self._value: Any = None
+
+    def get(self, state: Any, derive: Callable[[], Any]) -> Any:
+        """The value for ``state``: the kept one if ``state`` is the object it was derived from, else ``derive()``
+        (then kept)."""
+        if self._state is not state:
+            self._state, self._value = state, derive()
+        return self._value
+
+    def put(self, state: Any, value: Any) -> None:
+        """Keep ``value`` as derived from ``state`` (an update that computed it on the way)."""
+        self._state, self._value = state, value
+
+
 def tie_word(key: jax.Array) -> tuple:
     """The draws of a step that reads one tie word from its key
     (:func:`~nlbandit.policies.exploration.tie_word`)."""

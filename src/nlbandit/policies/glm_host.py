@@ -17,7 +17,7 @@ from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration, glm
 from nlbandit.host.ridge import gram_update
-from nlbandit.host.rounds import HostRound, Round, tie_word
+from nlbandit.host.rounds import HostRound, LastState, Round, tie_word
 from nlbandit.models.history import Rows
 from nlbandit.policies.glm import split_act_key, split_update_key
 from nlbandit.policies.linear_host import ensemble_words
@@ -110,13 +110,11 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_tsl` (constant scale a): θ̄ = the Newton MLE, θ̃ = θ̄ + a L⁻ᵀ ξ with
     L Lᵀ = H(θ̄), drawn by the update; play argmax_x xᵀθ̃."""
     code = glm.LINK_CODES[config["link"]]
-    last: list = [None, None]  # the last state learnt and its Hessian factor L, which the next law reads
+    last = LastState()  # the state's Hessian factor L at θ̄: its update computes it, its law reads it
 
-    def hessian_factor(params, state):  # (host states are never changed in place: a learnt state is a new object)
-        if last[0] is not state:
-            rows = state.rows
-            last[:] = state, glm.hessian_cholesky(code, rows.x, rows.n, float(params.lam), state.center)
-        return last[1]
+    def hessian_factor(params, state):
+        rows = state.rows
+        return last.get(state, lambda: glm.hessian_cholesky(code, rows.x, rows.n, float(params.lam), state.center))
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
@@ -128,7 +126,7 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
             center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
             h = glm.hessian_cholesky(code, rows.x, n, lam, center)
         learnt = state._replace(rows=rows, center=center, theta=center + params.a * glm.thompson_step(h, draws[0]))
-        last[:] = learnt, h
+        last.put(learnt, h)
         return learnt
 
     def law(params, state, contexts):  # scores X θ̄ + a X L⁻ᵀ ξ
@@ -143,13 +141,11 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     identity link the fit is linear in the perturbation, so its score law is Gaussian (``law``); with other
     links the agent redraws the fit."""
     code = glm.LINK_CODES[config["link"]]
-    last: list = [None, None]  # identity link: the last state seen and the Cholesky factor of its G
+    last = LastState()  # identity link: the Cholesky factor of the state's G
 
-    def gram_factor(params, state):  # identity link: G's Cholesky factor (host states are never changed in place)
-        if last[0] is not state:
-            rows = state.rows
-            last[:] = state, glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam), state.theta)
-        return last[1]
+    def gram_factor(params, state):
+        rows = state.rows
+        return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam), state.theta))
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
@@ -158,7 +154,7 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
             h = glm.cholesky_add(gram_factor(params, state), rows.x[arm])
             theta = glm.quadratic_newton(h, rows.x, n, targets, lam, state.theta, *glm.NEWTON_OPTIONS[:3])[0]
             learnt = state._replace(rows=rows, theta=theta)
-            last[:] = learnt, h
+            last.put(learnt, h)
             return learnt
         return state._replace(rows=rows, theta=glm.newton_solve(code, rows.x, n, targets, lam, state.theta,
                                                                 *glm.NEWTON_OPTIONS))

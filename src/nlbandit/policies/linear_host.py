@@ -15,7 +15,7 @@ from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration
 from nlbandit.host.ridge import mahalanobis_widths, ridge_update
-from nlbandit.host.rounds import HostRound, ridge_learn, tie_word
+from nlbandit.host.rounds import HostRound, LastState, ridge_learn, tie_word
 from nlbandit.policies.exploration import member_and_tie_words
 from nlbandit.policies.linear import LinES, lin_ts_draws
 
@@ -56,12 +56,10 @@ def _lin_ts_draws(d: int) -> Callable[[jax.Array], tuple]:
 def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
     probability from the Gaussian law of its scores, ``law``: :mod:`nlbandit.host.propensity`)."""
-    last: list = [None, None]  # the last state seen and its (θ̂, L): a round's act and law read the same state
+    last = LastState()  # the state's (θ̂, L): a round's act and law read the same state
 
-    def factors(state):  # (host states are never changed in place: a learnt state is a new object)
-        if last[0] is not state:
-            last[:] = state, (state.b @ state.v_inv, np.linalg.cholesky(state.v_inv))
-        return last[1]
+    def factors(state):
+        return last.get(state, lambda: (state.b @ state.v_inv, np.linalg.cholesky(state.v_inv)))
 
     def act(params, state, draws, contexts, mask, t):
         z, tie_word = draws
