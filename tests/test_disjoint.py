@@ -29,9 +29,9 @@ def _dense(x, blocks):
     return np.stack([np.asarray(encode(jnp.asarray(r), K))[b] for r, b in zip(x, blocks)])
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3])
-def test_outputs_gradients_widths_and_designs_equal_the_dense_ones(depth):
-    arch = MLP(D0 * K, 6, depth, False, "none")
+@pytest.mark.parametrize("depth, bias", [(1, False), (2, False), (3, False), (1, True), (3, True)])
+def test_outputs_gradients_widths_and_designs_equal_the_dense_ones(depth, bias):
+    arch = MLP(D0 * K, 6, depth, False, "none", bias)
     theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
     x, blocks = RNG.normal(size=(7, D0)), RNG.integers(0, K, 7)
     dense = _dense(x, blocks)
@@ -80,9 +80,11 @@ def test_layout_puts_each_observation_once_in_a_tile_of_its_block(count):
         assert all(a < b for a, b in zip(seen, seen[1:]) if blocks[a] == blocks[b])
 
 
-@pytest.mark.parametrize("loss, reduction, anchor", [("logistic", "mean", "zero"), ("squared", "sum", "init")])
-def test_training_on_the_compact_history_equals_dense_training(loss, reduction, anchor):
-    arch = MLP(D0 * K, 6, 2, False, "none")
+@pytest.mark.parametrize("loss, reduction, anchor, bias", [("logistic", "mean", "zero", False),
+                                                           ("squared", "sum", "init", False),
+                                                           ("logistic", "mean", "zero", True)])
+def test_training_on_the_compact_history_equals_dense_training(loss, reduction, anchor, bias):
+    arch = MLP(D0 * K, 6, 2, False, "none", bias)
     how = Training(20, "gd", reduction, anchor, "one", loss=loss)
     theta0 = mlp_init(arch, jax.random.key(1), "standard", "float64")
     capacity, count = 256, 150
@@ -90,7 +92,8 @@ def test_training_on_the_compact_history_equals_dense_training(loss, reduction, 
     y = RNG.integers(0, 2, capacity).astype(float) * (np.arange(capacity) < count)
     n = (np.arange(capacity) < count).astype(float)
     dense_rows = Rows(jnp.asarray(_dense(x, blocks) * n[:, None]), jnp.asarray(n), jnp.asarray(y), jnp.asarray(count))
-    expected = train(arch, how, theta0 + 0.01, theta0, dense_rows, jnp.asarray(0.3), jnp.asarray(0.05), jax.random.key(0))
+    expected = train(arch, how, theta0 + 0.01, theta0, dense_rows, jnp.asarray(0.3), jnp.asarray(0.05),
+                     jax.random.key(0))
     got = disjoint.train(arch, K, how, theta0 + 0.01, theta0, jnp.asarray(x), jnp.asarray(blocks), jnp.asarray(y),
                          jnp.asarray(count), jnp.asarray(0.3), jnp.asarray(0.05))
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
@@ -102,11 +105,12 @@ def _env():
     return classification(numeric, np.zeros((300, 0), np.int32), (), labels, K, 200)
 
 
-def test_neurallog_decides_the_same_with_disjoint_features():
+@pytest.mark.parametrize("bias", [False, True])
+def test_neurallog_decides_the_same_with_disjoint_features(bias):
     env, runs = _env(), {}
     for features in ("dense", "disjoint"):  # UCB-2: the W-type design, weighted after each training
         policy, params = nb.make_policy("neurallog-ucb-2", nb.ProblemSpec(D0 * K, K, 120), width=8, train_every=40,
-                                        lr=0.1, features=features)
+                                        lr=0.1, features=features, bias=bias)
         runs[features] = nb.simulate(env, policy, params, 120, range(2), chunk_size=120)
     np.testing.assert_array_equal(runs["dense"].arms, runs["disjoint"].arms)
 

@@ -33,11 +33,12 @@ def _factor(name, nu, lam, kappa, s, dtilde):
                  "neurallog-ts-1": math.sqrt(kappa) * b, "neurallog-ts-2": b}[name]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_scores_match_a_numpy_reference_after_some_rounds(name):
+@pytest.mark.parametrize("name, bias", [(name, False) for name in NAMES] + [("neurallog-ucb-2", True),
+                                                                           ("neurallog-ts-1", True)])
+def test_scores_match_a_numpy_reference_after_some_rounds(name, bias):
     nu, lam, kappa, s = 0.3, 0.5, 4.0, 1.5
     policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), nu=nu, lam=lam, kappa=kappa, s=s, width=8,
-                                    train_every=1000)  # no training: θ stays θ₀
+                                    train_every=1000, bias=bias)  # no training: θ stays θ₀
     params = to_dtype(params, policy.meta.dtype)  # as the engine hands them over
     state = policy.init(params, jax.random.key(0))
     rng = np.random.default_rng(1)
@@ -48,13 +49,13 @@ def test_scores_match_a_numpy_reference_after_some_rounds(name):
         x = rng.uniform(-1, 1, (K, D)).astype(np.float32)
         arm = int(rng.integers(K))
         state = policy.update(params, state, jax.random.key(t), jnp.asarray(x), arm, Feedback(jnp.float32(1.0)), t)
-        f, g = ref.forward_backward(theta0, x[arm:arm + 1].astype(np.float64), 8, 2, 1.0)
+        f, g = ref.forward_backward(theta0, x[arm:arm + 1].astype(np.float64), 8, 2, 1.0, bias)
         weight = 1 / (1 + np.exp(-f[0])) / (1 + np.exp(f[0])) if name.endswith("2") else 1.0
         design += weight * g[0] ** 2
         squares += g[0] ** 2
     x = rng.uniform(-1, 1, (K, D)).astype(np.float32)
     arm, info = policy.act(params, state, jax.random.key(9), jnp.asarray(x), jnp.ones(K, bool), 6)
-    f, g = ref.forward_backward(theta0, x.astype(np.float64), 8, 2, 1.0)
+    f, g = ref.forward_backward(theta0, x.astype(np.float64), 8, 2, 1.0, bias)
     dtilde = np.sum(np.log1p((1 / kappa if name == "ncbf-ucb" else R) * squares))
     sigma = _factor(name, nu, lam, kappa, s, dtilde) * np.sqrt(np.sum(g * g / design, axis=1))
     np.testing.assert_allclose(state.design, design, rtol=2e-5)

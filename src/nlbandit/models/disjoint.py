@@ -17,6 +17,8 @@ columns: W₁x⁽ᵃ⁾ = W₁[:, a]·x, with W₁[:, a] ∈ ℝ^{N×d₀}. So, 
   n ≫ K·B; ``benchmarks/disjoint.py`` times whole policies).
 
 Every result equals the dense computation up to the order of floating-point sums (tests/test_disjoint.py).
+With biases (``MLP.bias``) the first layer is W₁[:, a]·x + b₁: b₁ is shared by every arm and, θ keeping W₁ as
+its first array (:mod:`nlbandit.models.mlp`), lies in g_rest with the deeper layers' parameters.
 Input duplication ([x; x]/√2: two blocks per arm) is not supported; :func:`problem` says why a
 configuration cannot use the compact form.
 """
@@ -33,7 +35,7 @@ import numpy as np
 from nlbandit.core.types import Env
 from nlbandit.models.history import HISTORY_BLOCK
 from nlbandit.models import mlp_train
-from nlbandit.models.mlp import MLP, flatten, mlp_apply, mlp_grads, output_scale, unflatten
+from nlbandit.models.mlp import MLP, affine, flatten, layers, mlp_apply, mlp_grads, output_scale, unflatten
 from nlbandit.models.mlp_train import Training, data_gradients
 from nlbandit.models.ridge import diagonal_widths
 
@@ -71,20 +73,21 @@ def compact(contexts: jax.Array, k: int) -> jax.Array:
 
 
 def _first(arch: MLP, k: int, theta: jax.Array) -> tuple[jax.Array, list[jax.Array]]:
-    """(W₁ as (N₁, K, d₀), the deeper layers' weight matrices) of the flat ``theta``."""
-    weights = unflatten(arch, theta)
+    """(W₁ as (N₁, K, d₀), θ's other parameter arrays: b₁ with biases, then the deeper layers') of the flat
+    ``theta``."""
+    params = unflatten(arch, theta)
     rows, cols = arch.shapes()[0]
-    return weights[0].reshape(rows, k, cols // k), weights[1:]
+    return params[0].reshape(rows, k, cols // k), params[1:]
 
 
 def _tail(arch: MLP, rest: list[jax.Array], h: jax.Array) -> jax.Array:
-    """The network's output from the first layer's pre-activations ``h`` (..., N₁), as
-    :func:`nlbandit.models.mlp.mlp_apply` computes it."""
-    if arch.depth > 1:
-        h = jax.nn.relu(h)
-        for w in rest[:-1]:
-            h = jax.nn.relu(h @ w.T)
-        h = h @ rest[-1].T
+    """The network's output from the first layer's product ``h`` = W₁x (..., N₁) and θ's parameter arrays
+    after W₁ (``rest``: b₁ with biases, then the deeper layers'), as :func:`nlbandit.models.mlp.mlp_apply`
+    computes it."""
+    if arch.bias:
+        h, rest = h + rest[0][:, 0], rest[1:]
+    for w, b in layers(arch, rest):
+        h = affine(jax.nn.relu(h), w, b)
     return h[..., 0] * output_scale(arch)
 
 
@@ -96,8 +99,8 @@ def apply(arch: MLP, k: int, theta: jax.Array, x: jax.Array, blocks: jax.Array) 
 
 def grads(arch: MLP, k: int, theta: jax.Array, x: jax.Array, blocks: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Gradient features of compact rows ``x`` (n, d₀) in blocks ``blocks`` (n,): (G₁ (n, N₁, d₀), the
-    gradient with respect to W₁'s block of each row, zero elsewhere; g_rest (n, p − N₁d₀K), the deeper
-    layers')."""
+    gradient with respect to W₁'s block of each row, zero elsewhere; g_rest (n, p − N₁d₀K), the other
+    parameters': b₁ with biases, then the deeper layers')."""
     w1, rest = _first(arch, k, theta)
     shapes = arch.shapes()[1:]
 
@@ -178,26 +181,26 @@ def layout(x: jax.Array, blocks: jax.Array, y: jax.Array, count: jax.Array, k: i
                   tile_end[-1])
 
 
-def loss_gradient(arch: MLP, k: int, how: Training, weights: list[jax.Array], anchors: list[jax.Array],
+def loss_gradient(arch: MLP, k: int, how: Training, params: list[jax.Array], anchors: list[jax.Array],
                   lay: Layout, count: jax.Array, lam: jax.Array, tile: int = HISTORY_BLOCK) -> list[jax.Array]:
-    """∇L of :mod:`nlbandit.models.mlp_train` by weight matrix, on a history regrouped by :func:`layout`:
+    """∇L of :mod:`nlbandit.models.mlp_train` by parameter array of θ, on a history regrouped by :func:`layout`:
     tile by tile, each with its block's columns of W₁ (:func:`nlbandit.models.mlp_train.data_gradients`)."""
     rows, cols = arch.shapes()[0]
-    dtype = weights[0].dtype
-    w1 = weights[0].reshape(rows, k, cols // k)
+    dtype = params[0].dtype
+    w1 = params[0].reshape(rows, k, cols // k)
 
     def add(j, acc):
         b = lay.tile_block[j]
         part = [jax.lax.dynamic_slice_in_dim(a, j * tile, tile) for a in (lay.x, lay.n, lay.s)]
-        g = data_gradients(arch, [jax.lax.dynamic_index_in_dim(w1, b, 1, False)] + weights[1:], part[0],
+        g = data_gradients(arch, [jax.lax.dynamic_index_in_dim(w1, b, 1, False)] + params[1:], part[0],
                            part[1].astype(dtype), part[2].astype(dtype), how.loss)
         first = jax.lax.dynamic_index_in_dim(acc[0], b, 1, False) + g[0]
         return [jax.lax.dynamic_update_index_in_dim(acc[0], first, b, 1)] + [a + h for a, h in zip(acc[1:], g[1:])]
 
-    grads = jax.lax.fori_loop(0, lay.tiles, add, [jnp.zeros_like(w1)] + [jnp.zeros_like(w) for w in weights[1:]])
+    grads = jax.lax.fori_loop(0, lay.tiles, add, [jnp.zeros_like(w1)] + [jnp.zeros_like(w) for w in params[1:]])
     grads[0] = grads[0].reshape(rows, cols)
     scale = lam * (arch.width if how.reg_scale == "width" else 1.0)
-    grads = [g + scale * (w - a) for g, w, a in zip(grads, weights, anchors)]
+    grads = [g + scale * (w - a) for g, w, a in zip(grads, params, anchors)]
     if how.reduction == "mean":
         grads = [g / jnp.maximum(count, 1).astype(dtype) for g in grads]
     return grads

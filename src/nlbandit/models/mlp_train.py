@@ -8,8 +8,9 @@ The loss of spec 003 §1.4 (Neural-ES; Zhou et al. 2020 eq. 3.3 up to the width 
 
 with the anchor θ_a = θ₀ (``anchor = "init"``: the NTK papers) or 0 (``"zero"``: λ‖θ‖² of Bae & Lee's
 experiments), c = N (``reg_scale = "width"``, spec 003) or 1 (``"one"``: weight decay λ as in the public
-reference code). ``reduction = "mean"`` minimises L/n (the reference code's mean squared error; the same
-minimiser), ``"sum"`` L itself. ``loss = "logistic"`` replaces the squared error by the binary
+reference code); it covers all of θ, biases included, as PyTorch's weight decay does.
+``reduction = "mean"`` minimises L/n (the reference code's mean squared error; the same minimiser), ``"sum"``
+L itself. ``loss = "logistic"`` replaces the squared error by the binary
 cross-entropy of the logit f, log(1 + e^f) − y f (Bae & Lee 2025, spec 001 §2.2 and §3.4), for responses
 in [0, 1] (perturbed ones may leave it: the loss stays convex in f).
 
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import optax
 
 from nlbandit.models.history import HISTORY_BLOCK, Rows, blockwise_sum
-from nlbandit.models.mlp import MLP, flatten, inputs, output_scale, unflatten
+from nlbandit.models.mlp import MLP, flatten, inputs, layers, output_scale, unflatten
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 LOSSES = ("squared", "logistic")
@@ -80,52 +81,61 @@ def training_bytes(arch: MLP, how: Training, rows: int, members: int = 1) -> int
     return 4 * 3 * block * arch.width * arch.depth * members
 
 
-def data_gradients(arch: MLP, weights: list[jax.Array], x: jax.Array, n: jax.Array, s: jax.Array,
+def data_gradients(arch: MLP, params: list[jax.Array], x: jax.Array, n: jax.Array, s: jax.Array,
                    loss: str = "squared") -> list[jax.Array]:
     """∇ of the data term Σ_i [½ n_i f(x_i)² − s_i f(x_i)] (``squared``) or Σ_i [n_i log(1 + e^{f(x_i)}) −
-    s_i f(x_i)] (``logistic``) with respect to each of W_1, …, W_L, for rows x (C, d).
+    s_i f(x_i)] (``logistic``) with respect to each of θ's parameter arrays ``params``
+    (:func:`~nlbandit.models.mlp.unflatten`: W_1, …, W_L, with ``arch.bias`` each followed by b_l), for rows
+    x (C, d).
 
-    Backpropagation by hand in column layout (features × rows: H_l = φ(W_l H_{l−1}), ∇W_l = Δ_l H_{l−1}ᵀ,
-    Δ_{l−1} = (W_lᵀ Δ_l) ⊙ 1[W_{l−1} H_{l−2} > 0]), so that, once vmapped over an ensemble and the seeds,
-    every product is a plain or batched matrix product on contiguous operands: the members' first layers
-    on shared rows become one product, and XLA inserts no transposes. W_lᵀ is materialised (an N × N copy)
-    behind an optimisation barrier: XLA would otherwise fold the transpose into the product, a form its CPU
-    kernel library does not take, and the step ran 1.3× slower (``benchmarks/neural.py`` times it). Equal
-    to ``jax.grad`` of the loss (tests/test_neural.py).
+    Backpropagation by hand in column layout (features × rows: Z_l = W_l H_{l−1} (+ b_l 1ᵀ), H_l = φ(Z_l),
+    ∇W_l = Δ_l H_{l−1}ᵀ, ∇b_l = Δ_l 1, Δ_{l−1} = (W_lᵀ Δ_l) ⊙ 1[Z_{l−1} > 0], with Δ_L = c·(n ⊙ f − s)ᵀ
+    or c·(n ⊙ μ(f) − s)ᵀ), so that, once vmapped over an ensemble and the seeds, every product is a plain or
+    batched matrix product on contiguous operands: the members' first layers on shared rows become one
+    product, and XLA inserts no transposes. W_lᵀ is materialised (an N × N copy) behind an optimisation
+    barrier: XLA would otherwise fold the transpose into the product, a form its CPU kernel library does not
+    take, and the step ran 1.3× slower (``benchmarks/neural.py`` times it). Equal to ``jax.grad`` of the
+    loss (tests/test_neural.py).
     """
-    h = inputs(arch, x).astype(weights[0].dtype).T
+    pairs = layers(arch, params)
+    h = inputs(arch, x).astype(params[0].dtype).T
     layer_inputs, pre = [h], []
-    for w in weights[:-1]:
-        pre.append(w @ h)
+    for w, b in pairs[:-1]:
+        pre.append(w @ h if b is None else w @ h + b)
         h = jax.nn.relu(pre[-1])
         layer_inputs.append(h)
+    w, b = pairs[-1]
     c = output_scale(arch)
-    f = c * (weights[-1] @ h)[0]
+    f = c * (w @ h if b is None else w @ h + b)[0]
     delta = (c * (n * (f if loss == "squared" else jax.nn.sigmoid(f)) - s))[None, :]
-    grads = [None] * len(weights)
-    for layer in reversed(range(len(weights))):
-        grads[layer] = delta @ layer_inputs[layer].T
+    grads = []  # built from the last array back
+    for layer in reversed(range(len(pairs))):
+        w, b = pairs[layer]
+        if b is not None:
+            grads.append(jnp.sum(delta, axis=1, keepdims=True))
+        grads.append(delta @ layer_inputs[layer].T)
         if layer:
-            delta = jnp.where(pre[layer - 1] > 0, jax.lax.optimization_barrier(weights[layer].T) @ delta, 0.0)
-    return grads
+            delta = jnp.where(pre[layer - 1] > 0, jax.lax.optimization_barrier(w.T) @ delta, 0.0)
+    return grads[::-1]
 
 
-def _loss_gradients(arch: MLP, how: Training, weights: list[jax.Array], anchors: list[jax.Array], x: jax.Array,
+def _loss_gradients(arch: MLP, how: Training, params: list[jax.Array], anchors: list[jax.Array], x: jax.Array,
                     n: jax.Array, s: jax.Array, count: jax.Array, lam: jax.Array) -> list[jax.Array]:
-    """∇L (module docstring) by weight matrix, with ``anchors`` the matrices of θ_a."""
-    dtype = weights[0].dtype
+    """∇L (module docstring) by parameter array of θ (:func:`~nlbandit.models.mlp.unflatten`), with
+    ``anchors`` θ_a's."""
+    dtype = params[0].dtype
     active = (count, HISTORY_BLOCK) if how.history else None
-    grads = blockwise_sum(lambda xb, nb, sb: data_gradients(arch, weights, xb, nb, sb, how.loss), x,
+    grads = blockwise_sum(lambda xb, nb, sb: data_gradients(arch, params, xb, nb, sb, how.loss), x,
                           n.astype(dtype), s.astype(dtype), active)
     scale = lam * (arch.width if how.reg_scale == "width" else 1.0)
-    grads = [g + scale * (w - a) for g, w, a in zip(grads, weights, anchors)]
+    grads = [g + scale * (w - a) for g, w, a in zip(grads, params, anchors)]
     if how.reduction == "mean":
         grads = [g / jnp.maximum(count, 1).astype(dtype) for g in grads]
     return grads
 
 
 def _anchors(arch: MLP, how: Training, theta0: jax.Array) -> list[jax.Array]:
-    """The weight matrices of θ_a: θ₀'s (``init``) or zeros."""
+    """The parameter arrays of θ_a: θ₀'s (``init``) or zeros."""
     return unflatten(arch, theta0 if how.anchor == "init" else jnp.zeros_like(theta0))
 
 
@@ -137,13 +147,13 @@ def loss_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array,
                                    lam))
 
 
-def _minibatch_gradients(arch: MLP, how: Training, weights: list[jax.Array], anchors: list[jax.Array],
+def _minibatch_gradients(arch: MLP, how: Training, params: list[jax.Array], anchors: list[jax.Array],
                          rows: Rows, lam: jax.Array, key: jax.Array) -> list[jax.Array]:
-    """:func:`minibatch_gradient` by weight matrix."""
+    """:func:`minibatch_gradient` by parameter array of θ."""
     count = jnp.maximum(rows.count, 1)
     pick = jax.random.randint(key, (how.batch_size,), 0, count)
-    weight = jnp.full((how.batch_size,), count / how.batch_size, weights[0].dtype)
-    return _loss_gradients(arch, how._replace(history=False), weights, anchors, rows.x[pick], weight,
+    weight = jnp.full((how.batch_size,), count / how.batch_size, params[0].dtype)
+    return _loss_gradients(arch, how._replace(history=False), params, anchors, rows.x[pick], weight,
                            weight * rows.y[pick], rows.count, lam)
 
 
@@ -161,8 +171,8 @@ def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: R
     ``key`` draws SGD's minibatches (unused by the full-batch optimisers).
 
     ``theta`` (p,) with scalar responses ``rows.y`` (C,), or an ensemble (m, p) with responses (C, m):
-    member j trains on column j (one vmapped computation, its own minibatches). The steps run on the
-    weight matrices (every optimiser here acts entry by entry, so this is the same as on the flat θ).
+    member j trains on column j (one vmapped computation, its own minibatches). The steps run on θ's
+    parameter arrays (every optimiser here acts entry by entry, so this is the same as on the flat θ).
     """
     if theta.ndim == 2:
         return jax.vmap(lambda th, y, k: train(arch, how, th, theta0, rows._replace(y=y), lam, lr, k),
@@ -170,10 +180,10 @@ def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: R
     anchors = _anchors(arch, how, theta0)
     start = unflatten(arch, theta0 if how.from_init else theta)
 
-    def grad(i, weights):
+    def grad(i, params):
         if how.optimizer == "sgd":
-            return _minibatch_gradients(arch, how, weights, anchors, rows, lam, jax.random.fold_in(key, i))
-        return _loss_gradients(arch, how, weights, anchors, rows.x, rows.n, rows.y, rows.count, lam)
+            return _minibatch_gradients(arch, how, params, anchors, rows, lam, jax.random.fold_in(key, i))
+        return _loss_gradients(arch, how, params, anchors, rows.x, rows.n, rows.y, rows.count, lam)
 
     if how.optimizer == "gd":
         return flatten(jax.lax.fori_loop(
@@ -181,8 +191,8 @@ def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: R
     opt = optax.sgd(lr) if how.optimizer == "sgd" else optax.adam(lr)
 
     def step(i, carry):
-        weights, opt_state = carry
-        updates, opt_state = opt.update(grad(i, weights), opt_state, weights)
-        return optax.apply_updates(weights, updates), opt_state
+        params, opt_state = carry
+        updates, opt_state = opt.update(grad(i, params), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
 
     return flatten(jax.lax.fori_loop(0, how.steps, step, (start, opt.init(start)))[0])

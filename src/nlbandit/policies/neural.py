@@ -2,8 +2,8 @@
 
 Every policy here is one composition of the same parts:
 
-* the **network** of :mod:`nlbandit.models.mlp` (bias-free ReLU MLP, L = ``depth``, N = ``width``; the
-  block-symmetric NTK initialisation θ₀ by default), float32 throughout;
+* the **network** of :mod:`nlbandit.models.mlp` (ReLU MLP, L = ``depth``, N = ``width``, bias-free unless
+  ``bias``; the block-symmetric NTK initialisation θ₀ by default), float32 throughout;
 * its **training** (:mod:`nlbandit.models.mlp_train`): ``steps`` full-batch gradient steps of ``lr`` on
   the regularised squared loss (spec 003 §1.4), warm-started, every ``train_every`` rounds once the
   warm-up is over, on the history buffer (``backend = "history"``) or, on a fixed arm set, on per-arm
@@ -99,10 +99,10 @@ def neural_setup(spec: ProblemSpec, width: int = 20, depth: int = 3, init: str =
                  duplicate: bool | None = None, output_scale: str = "ntk", steps: int = 100, optimizer: str = "gd",
                  reduction: str = "mean", anchor: str = "init", reg_scale: str = "width", from_init: bool = False,
                  backend: str = "history", train_every: int = 1, warmup_rounds: int | None = None,
-                 batch_size: int = 1) -> NeuralSetup:
+                 batch_size: int = 1, bias: bool = False) -> NeuralSetup:
     """The static choices of a neural policy (the hyperparameters of :data:`NEURAL_HYPERS`)."""
     duplicate = needs_duplicate(init, spec.d) if duplicate is None else duplicate
-    arch = MLP(spec.d, width, depth, duplicate, output_scale)
+    arch = MLP(spec.d, width, depth, duplicate, output_scale, bias)
     how = Training(steps, optimizer, reduction, anchor, reg_scale, from_init, backend == "history", batch_size)
     capacity = history_capacity(spec.horizon) if backend == "history" else spec.k
     rounds = spec.k if warmup_rounds is None else warmup_rounds
@@ -321,6 +321,8 @@ NEURAL_HYPERS = (
           "when the symmetric initialisation needs it (odd d)", kind=bool, static=True, optional=True),
     Hyper("output_scale", SIGNATURE, "output multiplied by √N (ntk, the papers') or not (none, the reference code)",
           kind=str, static=True, choices=SCALES),
+    Hyper("bias", SIGNATURE, "every layer adds a bias vector, as PyTorch's nn.Linear (needs init = 'standard'; "
+          "false: the papers' bias-free network)", kind=bool, static=True),
     Hyper("lam", 1.0, "regularisation λ of the loss and of the design Z = λI + Σ ggᵀ", low=0.0, low_open=True),
     Hyper("lr", 0.01, "step size η", low=0.0, low_open=True),
     Hyper("steps", SIGNATURE, "J, optimiser steps per training call", kind=int, static=True, low=1),
@@ -352,7 +354,8 @@ FULL_DESIGN_LIMIT = 2**30
 def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
     """What only a neural policy can judge: an architecture its initialisation can build, a warm-up that
     fits in the horizon, a full design of reasonable size."""
-    arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"])
+    arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"], config["output_scale"],
+               config["bias"])
     problem = arch.check(config["init"], where)
     if problem:
         raise ConfigError(problem)

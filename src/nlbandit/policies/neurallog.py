@@ -6,8 +6,9 @@
 In experiment mode every policy is one composition of the same parts:
 
 * the **network** of :mod:`nlbandit.models.mlp`, by default the paper's (L = 2, width m = 20, no √m output
-  factor: spec 001 §3.1 items 2 and 6), float32, with PyTorch's default initialisation (§8 item 12;
-  deviation: no bias terms, as everywhere in this library's MLP);
+  factor: spec 001 §3.1 items 2 and 6), float32, with PyTorch's default initialisation (§8 item 12),
+  bias-free by default; ``bias = true`` adds PyTorch's bias terms (§8 item 12 and the amendment of
+  2026-11-25 item 4 recommend them);
 * its **training** on the binary cross-entropy (:mod:`nlbandit.models.mlp_train`, ``loss = "logistic"``)
   with the weight decay λ‖θ‖² (§3.1 item 3; the loss is divided by t, §3.4 [REC]): 100 full-batch
   gradient steps of 0.01, warm-started, every 50 rounds (t = 50, 100, …: §3.1 item 8); before the first
@@ -311,7 +312,7 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
     a reasonable size."""
     theory = config["mode"] == "theory"
     arch = MLP(env.spec.d, config["width"], config["depth"], config["duplicate"],
-               "ntk" if theory else config["output_scale"])
+               "ntk" if theory else config["output_scale"], config["bias"] and not theory)
     problem = arch.check("symmetric" if theory else config["init"], where)
     if not problem and config["features"] == "disjoint":
         problem = (f"{where}: field 'features' = 'disjoint' does not take duplicate = true" if config["duplicate"]
@@ -325,7 +326,7 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
 
 
 _EXPERIMENT_ONLY = ("nu", "lr", "init", "output_scale", "anchor", "reg_scale", "reduction", "from_init",
-                    "train_every", "score_scale", "features")
+                    "train_every", "score_scale", "features", "bias")
 
 
 def _finalize(values: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +337,8 @@ def _finalize(values: dict[str, Any]) -> dict[str, Any]:
         for name in _EXPERIMENT_ONLY:
             if values[name] != defaults[name]:
                 raise ConfigError(f"field '{name}' applies to mode = 'experiment' only; theory mode uses the "
-                                  "symmetric θ₀, the √m output, TrainNN from θ₀ every round and its own λ_t, ν_t")
+                                  "bias-free network, the symmetric θ₀, the √m output, TrainNN from θ₀ every round "
+                                  "and its own λ_t, ν_t")
     return values
 
 
