@@ -218,6 +218,32 @@ def test_sgd_gradient_is_unbiased_and_sgd_training_learns():
     assert np.abs(np.asarray(pair[0] - pair[1])).max() > 1e-6
 
 
+def test_minibatch_steps_on_each_batch_own_loss():
+    # optimizer = "minibatch": a batch at least as large as the history is the whole history, so every step is a
+    # full-batch step (sum and mean); a smaller batch's data gradient, averaged over 4000 batches of B = 5 of the
+    # n = 40 observations, is B/n times the full data gradient (each observation is in a batch with probability
+    # B/n) within 5 standard errors per coordinate; the batch's observations are distinct (a batch of B = n is the
+    # history itself, checked above, only if no observation is drawn twice).
+    from nlbandit.models.mlp_train import loss_gradient
+
+    arms, pulls, y, hist, _ = _data()
+    arch = MLP(4, 8, 3)
+    theta0 = mlp_init(arch, jax.random.key(9), "standard")
+    lam = jnp.float32(0.3)
+    for reduction in ("sum", "mean"):
+        for batch in (40, 64):
+            mini = train(arch, Training(3, "minibatch", reduction, batch_size=batch), theta0, theta0, hist, lam,
+                         jnp.float32(0.01), KEY)
+            full = train(arch, Training(3, "gd", reduction), theta0, theta0, hist, lam, jnp.float32(0.01), KEY)
+            np.testing.assert_allclose(mini, full, rtol=1e-5, atol=1e-6)
+    how = Training(1, "minibatch", "sum", batch_size=5)
+    data = loss_gradient(arch, how, theta0, theta0, hist.x, hist.n, hist.y, hist.count, jnp.float32(0.0))
+    steps = jax.vmap(lambda k: theta0 - train(arch, how, theta0, theta0, hist, jnp.float32(0.0), jnp.float32(1.0), k))(
+        jax.random.split(jax.random.key(11), 4000))
+    se = np.asarray(steps).std(0) / np.sqrt(4000)
+    assert np.all(np.abs(np.asarray(steps).mean(0) - 5 / 40 * np.asarray(data)) <= 5 * se + 1e-6)
+
+
 def test_diagonal_and_full_design_widths_match_numpy():
     p, lam = 12, 0.5
     grads = RNG.standard_normal((30, p))

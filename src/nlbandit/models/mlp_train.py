@@ -26,6 +26,12 @@ Minibatch SGD (``optimizer = "sgd"``, history only) samples B observations unifo
 step (the public NeuralUCB code's per-sample SGD is B = 1) and weighs each by n/B, so that its gradient is
 an unbiased estimate of the full-batch one: (n/B) Σ_batch data terms + the regulariser, divided by n for
 ``mean``.
+
+Minibatch gradient descent (``optimizer = "minibatch"``, history only) is instead the loop a PyTorch user
+writes: every step draws a fresh batch of B distinct observations (uniformly without replacement; all of them
+while fewer than B were observed) and steps on *the batch's* loss as written, Σ_batch data terms + the
+regulariser (divided by the batch's size for ``mean``). With ``sum`` its step is about B times the ``mean``
+full-batch step: Bae & Lee's App. J.1 "batch size 50" read as a minibatch size (spec 001 Amendment item 2).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import optax
 from nlbandit.models.history import HISTORY_BLOCK, Rows, blockwise_sum
 from nlbandit.models.mlp import MLP, flatten, inputs, layers, output_scale, unflatten
 
-OPTIMIZERS = ("gd", "sgd", "adam")
+OPTIMIZERS = ("gd", "sgd", "minibatch", "adam")
 LOSSES = ("squared", "logistic")
 REDUCTIONS = ("mean", "sum")
 ANCHORS = ("init", "zero")
@@ -52,13 +58,14 @@ class Training(NamedTuple):
     Attributes:
       steps: J, gradient steps per training call.
       optimizer: ``gd`` (full-batch gradient descent, the papers'), ``sgd`` (minibatch SGD, optax; module
-        docstring) or ``adam`` (optax, full batch; its moments start afresh at every call).
+        docstring), ``minibatch`` (gradient descent on each batch's own loss; module docstring) or ``adam``
+        (optax, full batch; its moments start afresh at every call).
       reduction: ``mean`` or ``sum`` (module docstring).
       anchor: ``init`` (θ₀) or ``zero``.
       reg_scale: ``width`` (λN) or ``one`` (λ).
       from_init: start every call from θ₀ (the theory) instead of the current θ (warm start).
       history: the rows are a history buffer (sum over its filled blocks) rather than per-arm statistics.
-      batch_size: B, observations per SGD step.
+      batch_size: B, observations per ``sgd`` or ``minibatch`` step.
       loss: ``squared`` or ``logistic`` (module docstring).
     """
 
@@ -165,10 +172,24 @@ def minibatch_gradient(arch: MLP, how: Training, theta: jax.Array, theta0: jax.A
                                         key))
 
 
+def _batch_gradients(arch: MLP, how: Training, params: list[jax.Array], anchors: list[jax.Array],
+                     rows: Rows, lam: jax.Array, key: jax.Array) -> list[jax.Array]:
+    """∇ of one minibatch's loss (``optimizer = "minibatch"``, module docstring) by parameter array: min(B, n)
+    distinct observations among the first ``rows.count``, uniformly, each with weight 1."""
+    capacity = rows.x.shape[0]
+    batch = min(how.batch_size, capacity)
+    filled = jnp.arange(capacity) < rows.count
+    _, pick = jax.lax.top_k(jnp.where(filled, jax.random.uniform(key, (capacity,)), -1.0), batch)  # filled first
+    size = jnp.minimum(rows.count, batch)
+    n = (jnp.arange(batch) < size).astype(params[0].dtype)
+    return _loss_gradients(arch, how._replace(history=False), params, anchors, rows.x[pick], n,
+                           n * rows.y[pick], size, lam)
+
+
 def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: Rows, lam: jax.Array,
           lr: jax.Array, key: jax.Array) -> jax.Array:
     """θ after ``how.steps`` optimiser steps on L (module docstring), from ``theta`` (warm start) or θ₀;
-    ``key`` draws SGD's minibatches (unused by the full-batch optimisers).
+    ``key`` draws the minibatches of ``sgd`` and ``minibatch`` (unused by the full-batch optimisers).
 
     ``theta`` (p,) with scalar responses ``rows.y`` (C,), or an ensemble (m, p) with responses (C, m):
     member j trains on column j (one vmapped computation, its own minibatches). The steps run on θ's
@@ -183,9 +204,11 @@ def train(arch: MLP, how: Training, theta: jax.Array, theta0: jax.Array, rows: R
     def grad(i, params):
         if how.optimizer == "sgd":
             return _minibatch_gradients(arch, how, params, anchors, rows, lam, jax.random.fold_in(key, i))
+        if how.optimizer == "minibatch":
+            return _batch_gradients(arch, how, params, anchors, rows, lam, jax.random.fold_in(key, i))
         return _loss_gradients(arch, how, params, anchors, rows.x, rows.n, rows.y, rows.count, lam)
 
-    if how.optimizer == "gd":
+    if how.optimizer in ("gd", "minibatch"):
         return flatten(jax.lax.fori_loop(
             0, how.steps, lambda i, ws: [w - lr * g for w, g in zip(ws, grad(i, ws))], start))
     opt = optax.sgd(lr) if how.optimizer == "sgd" else optax.adam(lr)

@@ -326,10 +326,11 @@ NEURAL_HYPERS = (
     Hyper("lam", 1.0, "regularisation λ of the loss and of the design Z = λI + Σ ggᵀ", low=0.0, low_open=True),
     Hyper("lr", 0.01, "step size η", low=0.0, low_open=True),
     Hyper("steps", SIGNATURE, "J, optimiser steps per training call", kind=int, static=True, low=1),
-    Hyper("optimizer", SIGNATURE, "full-batch gradient descent (gd), minibatch SGD (sgd; history only) or full-batch "
-          "Adam", kind=str, static=True, choices=OPTIMIZERS),
-    Hyper("batch_size", SIGNATURE, "B, observations per SGD step, drawn uniformly with replacement (1: the public "
-          "NeuralUCB code's per-sample SGD)", kind=int, static=True, low=1),
+    Hyper("optimizer", SIGNATURE, "full-batch gradient descent (gd), minibatch SGD (sgd: an unbiased estimate of the "
+          "full gradient; history only), gradient descent on each minibatch's own loss (minibatch; history only) or "
+          "full-batch Adam", kind=str, static=True, choices=OPTIMIZERS),
+    Hyper("batch_size", SIGNATURE, "B, observations per sgd step (drawn with replacement; 1: the public NeuralUCB "
+          "code's per-sample SGD) or per minibatch step (distinct)", kind=int, static=True, low=1),
     Hyper("reduction", SIGNATURE, "loss divided by the number of observations (mean) or not (sum)", kind=str,
           static=True, choices=REDUCTIONS),
     Hyper("anchor", SIGNATURE, "regularise toward θ₀ (init) or 0 (zero)", kind=str, static=True, choices=ANCHORS),
@@ -359,9 +360,9 @@ def _check_neural(config: dict[str, Any], env: Env, horizon: int, where: str) ->
     problem = arch.check(config["init"], where)
     if problem:
         raise ConfigError(problem)
-    if config["optimizer"] == "sgd" and config["backend"] != "history":
-        raise ConfigError(f"{where}: field 'optimizer' = 'sgd' samples single observations, which per-arm "
-                          "statistics do not keep; use backend = 'history' or optimizer = 'gd' or 'adam'")
+    if config["optimizer"] in ("sgd", "minibatch") and config["backend"] != "history":
+        raise ConfigError(f"{where}: field 'optimizer' = '{config['optimizer']}' samples single observations, which "
+                          "per-arm statistics do not keep; use backend = 'history' or optimizer = 'gd' or 'adam'")
     rounds = env.spec.k if config["warmup_rounds"] is None else config["warmup_rounds"]
     if rounds > horizon:
         raise ConfigError(f"{where}: field 'warmup_rounds': the warm-up lasts {rounds} rounds, longer than the "
