@@ -117,8 +117,8 @@ def test_symmetric_init_with_bias_is_refused():
         nb.make_policy("neural-ucb", env, horizon=50, bias=True)
     with pytest.raises(ConfigError, match=r"field 'bias' = true needs init = 'standard'"):
         nb.make_policy("neurallog-ucb-2", env, horizon=50, bias=True, init="symmetric")
-    with pytest.raises(ConfigError, match="field 'bias' applies to mode = 'experiment' only"):
-        resolve_policy({"name": "neurallog-ucb-2", "mode": "theory", "bias": True})
+    with pytest.raises(ConfigError, match="field 'bias' applies to mode = 'experiment' only"):  # its default: true
+        resolve_policy({"name": "neurallog-ucb-2", "mode": "theory", "bias": False})
 
 
 @pytest.mark.parametrize("name", ["neural-ucb", "neural-ts", "neural-phe", "neural-es", "neural-greedy",

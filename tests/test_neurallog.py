@@ -64,7 +64,8 @@ def test_scores_match_a_numpy_reference_after_some_rounds(name, bias):
         np.testing.assert_allclose(float(info.score) - float(info.bonus), f[int(arm)], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(float(info.bonus), sigma[int(arm)] * z[int(arm)], rtol=2e-5)
     else:
-        scores = 1 / (1 + np.exp(-f)) + sigma
+        # each UCB rule on its own algorithm's scale by default (spec 001 Amendment item 1)
+        scores = (f if name in ("ncbf-ucb", "neurallog-ucb-2") else 1 / (1 + np.exp(-f))) + sigma
         assert int(arm) == int(np.argmax(scores))
         np.testing.assert_allclose(float(info.bonus), sigma[int(arm)], rtol=2e-5)
         np.testing.assert_allclose(float(info.score), scores[int(arm)], rtol=2e-5)
@@ -103,7 +104,7 @@ def test_with_nu_zero_the_ucb_policies_are_one_greedy_policy():
 def test_the_w_design_weighs_each_gradient_with_the_network_after_training():
     policy, params = nb.make_policy("neurallog-ucb-2", nb.ProblemSpec(D, K, T), width=8, train_every=1, lr=0.5)
     params = to_dtype(params, policy.meta.dtype)
-    arch = MLP(D, 8, 2, False, "none")  # the policy's network: width 8, the paper's L = 2 without √m
+    arch = MLP(D, 8, 2, False, "none", True)  # the policy's network: width 8, the paper's L = 2 without √m, biases
     state = policy.init(params, jax.random.key(3))
     x = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (K, D)), jnp.float32)
     after = policy.update(params, state, jax.random.key(5), x, 2, Feedback(jnp.float32(1.0)), 1)  # t = 1: trains
@@ -260,3 +261,25 @@ def test_thompson_samples_have_the_network_mean_and_the_width_as_std(name):
     sigma = (scores(ucb, jax.random.key(0), score_scale="latent") - mean) / (R if name.endswith("1") else 1.0)
     assert np.all(np.abs(draws.mean(axis=0) - mean) <= 0.01 * sigma)  # 1% of σ: 3 standard errors at 10⁵ draws
     np.testing.assert_allclose(draws.std(axis=0), sigma, rtol=0.01)
+
+
+def test_score_scale_defaults_to_each_algorithm_own_and_the_former_reading_stays_available():
+    # spec 001 Amendment item 1: NCBF-UCB and UCB-2 score f + σ, UCB-1 μ(f) + σ; score_scale = "prob" gives μ(f) + σ
+    # for all (the former reading); a TS rule samples on the latent scale and refuses another.
+    defaults = {name: resolve_policy({"name": name})["score_scale"] for name in
+                ("ncbf-ucb", "neurallog-ucb-1", "neurallog-ucb-2", "neurallog-ts-1", "neurallog-ts-2")}
+    assert defaults == {"ncbf-ucb": "latent", "neurallog-ucb-1": "prob", "neurallog-ucb-2": "latent",
+                        "neurallog-ts-1": "latent", "neurallog-ts-2": "latent"}
+    x = jnp.asarray(np.random.default_rng(3).uniform(-1, 1, (K, D)), jnp.float32)
+    for name in ("ncbf-ucb", "neurallog-ucb-2"):
+        out = {}
+        for scale in ("latent", "prob"):
+            policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), width=8, score_scale=scale)
+            params = to_dtype(params, policy.meta.dtype)
+            state = policy.init(params, jax.random.key(1))
+            out[scale] = policy.act(params, state, jax.random.key(2), x, jnp.eye(K, dtype=bool)[0], 1)[1]
+        f = float(out["latent"].score) - float(out["latent"].bonus)
+        np.testing.assert_allclose(float(out["prob"].score) - float(out["prob"].bonus), 1 / (1 + np.exp(-f)),
+                                   rtol=1e-6)
+    with pytest.raises(ConfigError, match="field 'score_scale': neurallog-ts-1 samples on the latent scale"):
+        resolve_policy({"name": "neurallog-ts-1", "score_scale": "prob"})

@@ -6,13 +6,14 @@
 In experiment mode every policy is one composition of the same parts:
 
 * the **network** of :mod:`nlbandit.models.mlp`, by default the paper's (L = 2, width m = 20, no √m output
-  factor: spec 001 §3.1 items 2 and 6), float32, with PyTorch's default initialisation (§8 item 12),
-  bias-free by default; ``bias = true`` adds PyTorch's bias terms (§8 item 12 and the amendment of
-  2026-11-25 item 4 recommend them);
+  factor: spec 001 §3.1 items 2 and 6), float32, PyTorch's default nn.Linear layers, bias terms and
+  initialisation included (§8 item 12, spec 001 Amendment item 4; ``bias = false`` is the former reading);
 * its **training** on the binary cross-entropy (:mod:`nlbandit.models.mlp_train`, ``loss = "logistic"``)
-  with the weight decay λ‖θ‖² (§3.1 item 3; the loss is divided by t, §3.4 [REC]): 100 full-batch
-  gradient steps of 0.01, warm-started, every 50 rounds (t = 50, 100, …: §3.1 item 8); before the first
-  training the initial network predicts and the bonus explores (§3.4);
+  with the weight decay λ‖θ‖² (§3.1 item 3): by default 100 full-batch gradient steps of 0.01 on the mean
+  loss (divided by t, §3.4 [REC]), warm-started, every 50 rounds (t = 50, 100, …: §3.1 item 8), or with
+  ``optimizer = "minibatch"``, ``reduction = "sum"`` 100 steps each on a minibatch of ``batch_size`` = 50
+  observations' summed loss (App. J.1's "batch size 50" as a minibatch size, Amendment item 2); before the
+  first training the initial network predicts and the bonus explores (§3.4);
 * a **diagonal design** D over the gradients g_i = g(x_i; θ_{i−1}) of the played contexts, taken at the
   network that chose them (§3.1 item 1, §3.3): ``V``-type D = κλ + Σ g_i ⊙ g_i (NCBF-UCB, UCB-1, TS-1), or
   ``W``-type D = λ + Σ μ̇(f(x_i; θ_i)) g_i ⊙ g_i (UCB-2, TS-2), each weight taken after round i's training
@@ -23,8 +24,10 @@ In experiment mode every policy is one composition of the same parts:
 * an **exploration rule** (§3.2's table), a bonus or a Gaussian sample of width σ(x) = ν·F·‖g_t(x)‖_{D⁻¹}
   with F = κ√d̃_t + S√(κλ) + 1 (NCBF-UCB), R√κ·B (UCB-1), B (UCB-2, TS-2) or √κ·B (TS-1), where
   B = (1 + S + S²)(√d̃_t + λ^{−1/2}) + 1. The κ-dependence is exactly the table's: UCB-2 and TS-2 never
-  read κ. UCB scores are μ(f) + σ (``score_scale = "prob"``, the default) or f + σ (``"latent"``); TS
-  samples N(f, σ²) on the latent scale.
+  read κ. UCB scores are f + σ (``score_scale = "latent"``) or μ(f) + σ (``"prob"``), by default on the
+  scale of the policy's own algorithm (spec 001 Amendment item 1: latent for NCBF-UCB and NeuralLog-UCB-2,
+  probability for NeuralLog-UCB-1; ``"prob"`` for all is the former reading); TS samples N(f, σ²) on the
+  latent scale.
 
 With ``features = "disjoint"`` (disjoint-encoded arms: the real-data figures) the network, its gradients,
 the diagonal designs and the history are computed without the zeros of the encoding
@@ -99,6 +102,7 @@ class Rule(NamedTuple):
     sample: bool  # Thompson sampling on the latent scale rather than a UCB score
     dimension_scale: str  # c of d̃_t: "kappa" (1/κ) or "r" (R)
     factor: Any  # factor(params, d̃_t) -> F of σ(x) = ν·F·‖g‖_{D⁻¹}
+    score_scale: str  # the scale its own algorithm scores on: "latent" (f) or "prob" (μ(f))
 
 
 def _b(params, dtilde):
@@ -109,12 +113,16 @@ def _b(params, dtilde):
 
 RULES = {
     "ncbf-ucb": Rule("ncbf-ucb", False, False, "kappa",
-                     lambda p, dt: p.kappa * jnp.sqrt(dt) + p.s * jnp.sqrt(p.kappa * p.lam) + 1.0),
-    "neurallog-ucb-1": Rule("neurallog-ucb-1", False, False, "r", lambda p, dt: R * jnp.sqrt(p.kappa) * _b(p, dt)),
-    "neurallog-ucb-2": Rule("neurallog-ucb-2", True, False, "r", _b),
-    "neurallog-ts-1": Rule("neurallog-ts-1", False, True, "r", lambda p, dt: jnp.sqrt(p.kappa) * _b(p, dt)),
-    "neurallog-ts-2": Rule("neurallog-ts-2", True, True, "r", _b),
+                     lambda p, dt: p.kappa * jnp.sqrt(dt) + p.s * jnp.sqrt(p.kappa * p.lam) + 1.0, "latent"),
+    "neurallog-ucb-1": Rule("neurallog-ucb-1", False, False, "r", lambda p, dt: R * jnp.sqrt(p.kappa) * _b(p, dt),
+                            "prob"),
+    "neurallog-ucb-2": Rule("neurallog-ucb-2", True, False, "r", _b, "latent"),
+    "neurallog-ts-1": Rule("neurallog-ts-1", False, True, "r", lambda p, dt: jnp.sqrt(p.kappa) * _b(p, dt), "latent"),
+    "neurallog-ts-2": Rule("neurallog-ts-2", True, True, "r", _b, "latent"),
 }
+"""Each rule's default score scale is its algorithm's (spec 001 Amendment item 1): NCBF-UCB (Verma et al.'s
+f + σ) and NeuralLog-UCB-2 (Algorithm 2's g(x; θ₀)ᵀ(θ − θ₀) + ν‖·‖) on the latent scale, NeuralLog-UCB-1
+(Algorithm 1's μ(f) + σ) on the probability scale, the TS rules sample on the latent scale."""
 
 
 def effective_dimension(squares: jax.Array, c: jax.Array) -> jax.Array:
@@ -123,7 +131,7 @@ def effective_dimension(squares: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.sum(jnp.log1p(c * squares))
 
 
-def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str = "prob", features: str = "dense",
+def _neurallog(rule: Rule, spec: ProblemSpec, score_scale: str, features: str = "dense",
                **options) -> Policy:
     """The policy of ``rule`` (module docstring) on the network and training of ``options``, reading the
     arms' ``features`` as given or in the compact form of :mod:`nlbandit.models.disjoint`."""
@@ -316,6 +324,8 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
     problem = arch.check("symmetric" if theory else config["init"], where)
     if not problem and config["features"] == "disjoint":
         problem = (f"{where}: field 'features' = 'disjoint' does not take duplicate = true" if config["duplicate"]
+                   else f"{where}: field 'features' = 'disjoint' trains by full-batch gradient descent only (optimizer "
+                   f"= 'gd', got '{config['optimizer']}'); use features = 'dense'" if config["optimizer"] != "gd"
                    else disjoint.problem(env, where))
     if problem:
         raise ConfigError(problem)
@@ -326,14 +336,17 @@ def _check(config: dict[str, Any], env: Env, horizon: int, where: str) -> None:
 
 
 _EXPERIMENT_ONLY = ("nu", "lr", "init", "output_scale", "anchor", "reg_scale", "reduction", "from_init",
-                    "train_every", "score_scale", "features", "bias")
+                    "train_every", "score_scale", "features", "bias", "optimizer", "batch_size")
 
 
-def _finalize(values: dict[str, Any]) -> dict[str, Any]:
-    """Refuse experiment-mode fields set away from their defaults in theory mode, where the theory fixes
-    them (spec 001 §2)."""
+def _finalize(rule: Rule, entry: PolicyEntry, values: dict[str, Any]) -> dict[str, Any]:
+    """Refuse experiment-mode fields set away from their defaults (``entry``'s) in theory mode, where the theory
+    fixes them (spec 001 §2), and a TS rule's score scale other than the latent one it samples on."""
+    if rule.sample and values["score_scale"] != "latent":
+        raise ConfigError(f"field 'score_scale': {rule.name} samples on the latent scale (N(f, σ²)); only "
+                          "'latent' applies")
     if values["mode"] == "theory":
-        defaults = {h.name: h.default for h in ENTRIES[0].hypers}  # every rule's entry has the same
+        defaults = {h.name: h.default for h in entry.hypers}
         for name in _EXPERIMENT_ONLY:
             if values[name] != defaults[name]:
                 raise ConfigError(f"field '{name}' applies to mode = 'experiment' only; theory mode uses the "
@@ -344,26 +357,33 @@ def _finalize(values: dict[str, Any]) -> dict[str, Any]:
 
 _DEFAULTS = {  # spec 001 §3.5: the paper's experiment-mode network and schedule
     "depth": 2, "output_scale": "none", "init": "standard", "anchor": "zero", "reg_scale": "one", "train_every": 50,
-    "lam": 1.0, "duplicate": False,
+    "lam": 1.0, "duplicate": False, "batch_size": 50, "bias": True,
 }
 _DOCS = {
     "lam": "λ of the loss λ‖θ − anchor‖² (times m with reg_scale = 'width') and of the designs (κλ or λ)",
     "train_every": "train at rounds t = n, 2n, … (spec 001 §3.1 item 8: 50)",
     "duplicate": "feed [x; x]/√2 (makes f(x; θ₀) = 0 and the input dimension even; theory mode's symmetric "
                  "initialisation needs it for odd d)",
+    "optimizer": "full-batch gradient descent (gd: with reduction = 'mean', spec 001 §3.4's reading), gradient "
+                 "descent on minibatches of batch_size distinct observations, each step on its batch's loss "
+                 "(minibatch: with reduction = 'sum', App. J.1's 'batch size 50' read as a minibatch size, spec 001 "
+                 "Amendment item 2), or sgd / adam as for the other neural policies",
+    "batch_size": "B, observations per minibatch step (App. J.1: 50); optimizer = 'minibatch' only",
 }
 _SHARED = tuple(replace(h, default=_DEFAULTS.get(h.name, h.default), doc=_DOCS.get(h.name, h.doc),
                         optional=h.optional and h.name not in _DEFAULTS,
                         from_signature=h.from_signature and h.name not in _DEFAULTS)
                 for h in signature_defaults(NEURAL_HYPERS, neural_setup, "neurallog")
-                if h.name not in ("backend", "optimizer", "batch_size", "warmup_rounds"))
+                if h.name not in ("backend", "warmup_rounds"))
 """The network and training options of :func:`~nlbandit.policies.neural.neural_setup` (its defaults), with the
 paper's experiment-mode values (:data:`_DEFAULTS`) in place of some: every field is passed on explicitly."""
 _OWN = (
     Hyper("nu", 1.0, "exploration scale ν (spec 001 §3.1 item 4: grid {0.01, 0.1, 1, 10, 100})", low=0.0),
     Hyper("kappa", 10.0, "κ, the bound on 1/μ̇ plugged into the bonus (spec 001 §3.5: 10)", low=1.0),
     Hyper("s", 1.0, "S, the parameter-norm bound plugged into the bonus (spec 001 §3.5: 1)", low=0.0, low_open=True),
-    Hyper("score_scale", SIGNATURE, "UCB score μ(f) + σ (prob) or f + σ (latent); TS samples on the latent scale",
+    Hyper("score_scale", "prob", "UCB score μ(f) + σ (prob) or f + σ (latent); default: the algorithm's own "
+          "(latent for NCBF-UCB and NeuralLog-UCB-2, prob for NeuralLog-UCB-1, spec 001 Amendment item 1); TS "
+          "samples on the latent scale",
           kind=str, static=True, choices=SCORE_SCALES),
     Hyper("features", SIGNATURE, "read the arms' features as given (dense) or, for disjoint-encoded arms (the "
           "classification env), as the sample and its block (disjoint: nothing of size d₀K per arm, "
@@ -384,14 +404,16 @@ def _entry(rule: Rule, doc: str) -> PolicyEntry:
     def make(spec, mode="experiment", **options):
         return _neurallog(rule, spec, **options) if mode == "experiment" else _theory(rule, spec, **options)
 
-    return PolicyEntry(rule.name, make, _OWN + _SHARED, doc, check=_check, finalize=_finalize,
-                       test_hypers=lambda spec: CONTRACT_NETWORK)
+    hypers = tuple(replace(h, default=rule.score_scale) if h.name == "score_scale" else h for h in _OWN) + _SHARED
+    entry = PolicyEntry(rule.name, make, hypers, doc, check=_check,
+                        finalize=lambda values: _finalize(rule, entry, values), test_hypers=lambda spec: CONTRACT_NETWORK)
+    return entry
 
 
 ENTRIES = (
-    _entry(RULES["ncbf-ucb"], "NCBF-UCB (Verma et al. 2025): μ(f) + ν(κ√d̃ + S√(κλ) + 1)‖g‖_{V⁻¹} (experiment mode)"),
+    _entry(RULES["ncbf-ucb"], "NCBF-UCB (Verma et al. 2025): f + ν(κ√d̃ + S√(κλ) + 1)‖g‖_{V⁻¹} (experiment mode)"),
     _entry(RULES["neurallog-ucb-1"], "NeuralLog-UCB-1 (Bae & Lee 2025, Alg. 1): μ(f) + νR√κ·B‖g‖_{V⁻¹} (experiment)"),
-    _entry(RULES["neurallog-ucb-2"], "NeuralLog-UCB-2 (Bae & Lee 2025, Alg. 2): μ(f) + ν·B‖g‖_{W⁻¹} (experiment mode)"),
+    _entry(RULES["neurallog-ucb-2"], "NeuralLog-UCB-2 (Bae & Lee 2025, Alg. 2): f + ν·B‖g‖_{W⁻¹} (experiment mode)"),
     _entry(RULES["neurallog-ts-1"], "NeuralLog-TS-1 (Bae & Lee 2025, App. I): N(f, (ν√κ·B‖g‖_{V⁻¹})²) (experiment)"),
     _entry(RULES["neurallog-ts-2"], "NeuralLog-TS-2 (Bae & Lee 2025, App. I): N(f, (ν·B‖g‖_{W⁻¹})²) (experiment mode)"),
 )
