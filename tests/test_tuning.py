@@ -12,7 +12,7 @@ from nlbandit.loops import bandit as bandit_loop
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.experiments.tuning import tune_experiment, tuning_results
-from nlbandit.report.build import load_rows, write_report
+from nlbandit.report.build import grid_edges, load_rows, write_report
 from nlbandit.store import Store
 
 TOY = """
@@ -84,6 +84,8 @@ def test_picks_the_best_point_on_tuning_seeds_only_and_reports_it(tmp_path, monk
         md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", results)
         text = md.read_text()
         assert "## Tuning" in text and "| LinUCB | case=a | **alpha=0.5** |" in text
+        assert "| LinUCB | case=a | alpha=0.5 | alpha floor |" in text  # 0.5 is the grid's smallest α
+        assert "alpha was chosen at the grid's floor in 2 and at its ceiling in 0 of the 2 tunings." in text
         seen.clear()  # a second call reuses the stored tuning runs
         assert tune_experiment(exp, store, progress=False, log=lambda m: None).runs == tuned.runs and not seen
 
@@ -174,3 +176,12 @@ tune = { lr = [1e6, 0.01] }
         run_experiment(tuned, store, progress=False, log=lambda m: None)
         md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", [result])
         assert "| UCB-2 | — | lr=1000000.0 | diverged | — |" in md.read_text()
+
+
+def test_grid_edges_name_the_fields_at_the_grid_floor_or_ceiling():
+    grid = [{"nu": nu, "lam": lam, "flag": flag}
+            for nu in (0.01, 0.1, 1.0) for lam in (1.0, 10.0) for flag in (True, False)]
+    assert grid_edges(grid, grid.index({"nu": 0.1, "lam": 10.0, "flag": True})) == [("lam", "ceiling")]
+    assert grid_edges(grid, grid.index({"nu": 0.01, "lam": 1.0, "flag": False})) == [("nu", "floor"),
+                                                                                      ("lam", "floor")]
+    assert grid_edges([{"nu": 0.1, "lam": 1.0}, {"nu": 0.1, "lam": 2.0}], 1) == [("lam", "ceiling")]  # ν not varied

@@ -284,9 +284,16 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
              f"{first.seed_offset}..{first.seed_offset + first.n_seeds - 1}, none of them a reported seed), at the "
              f"same horizon; the point with the {what[results[0].tuning.objective]} (the first in grid order on a "
              "tie) is the configuration reported above. The interval is Student's t over the tuning seeds.", "",
-             "| series | case | chosen |", "|---|---|---|"]
-    lines += [f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {_hyper_text(r.tuning.points[r.chosen])} |"
-              for r in results]
+             "A choice *at the grid's edge* (the smallest or the largest value of a field the grid varies) says "
+             "that the best value may lie outside the grid.", "",
+             "| series | case | chosen | at the grid's edge |", "|---|---|---|---|"]
+    edges = [grid_edges(r.tuning.points, r.chosen) for r in results]
+    lines += [f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {_hyper_text(r.tuning.points[r.chosen])} | "
+              f"{', '.join(f'{field} {side}' for field, side in edge) or '—'} |" for r, edge in zip(results, edges)]
+    for field in dict.fromkeys(field for edge in edges for field, _ in edge):
+        counts = {side: sum((field, side) in edge for edge in edges) for side in ("floor", "ceiling")}
+        lines += ["", f"{field} was chosen at the grid's floor in {counts['floor']} and at its ceiling in "
+                  f"{counts['ceiling']} of the {len(results)} tunings."]
     lines += ["", "| series | case | point | mean | ± 95% CI |", "|---|---|---|---:|---:|"]
     for r in results:
         for i, point in enumerate(r.tuning.points):
@@ -295,6 +302,18 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
             lines.append(f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {mark}{_hyper_text(point)}{mark} | "
                          f"{value} |")
     return lines
+
+
+def grid_edges(points: Sequence[dict[str, Any]], chosen: int) -> list[tuple[str, str]]:
+    """The fields of ``points[chosen]`` at the edge of the grid ``points``, as (field, "floor") where it takes
+    the smallest value the grid gives that field and (field, "ceiling") the largest (numeric fields the grid
+    varies)."""
+    out = []
+    for field, value in points[chosen].items():
+        values = {p[field] for p in points}
+        if len(values) > 1 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out += [(field, "floor")] if value == min(values) else [(field, "ceiling")] if value == max(values) else []
+    return out
 
 
 def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
