@@ -164,15 +164,20 @@ name = "neurallog-ucb-2"
 width = 8
 train_every = 10
 reduction = "sum"
-tune = { lr = [1e6, 0.01] }
+tune = { lr = [1e6, 0.01, 1e7, 0.02] }
 """
     exp = load_experiment(_write(tmp_path, text))
     messages = []
     with Store(tmp_path / "db.duckdb") as store:
         tuned = tune_experiment(exp, store, progress=False, log=messages.append)
         (result,) = tuning_results(tuned, store)
-        assert result.means[0] == np.inf and np.isfinite(result.means[1]) and result.chosen == 1
-        assert tuned.runs[0].policy["lr"] == 0.01 and any("diverged, never chosen" in m for m in messages)
+        assert result.means[0] == result.means[2] == np.inf and np.all(np.isfinite(result.means[1::2]))
+        assert result.chosen in (1, 3) and tuned.runs[0].policy["lr"] in (0.01, 0.02)
+        assert sum("diverged, never chosen" in m for m in messages) == 2
+        # each diverged point is set aside and the others rerun together: never one compilation per point
+        assert [m.split("] ")[-1] for m in messages if "run again together" in m] == [
+            "the other 3 point(s) run again together", "the other 2 point(s) run again together"]
+        assert not any("one by one" in m for m in messages)
         run_experiment(tuned, store, progress=False, log=lambda m: None)
         md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", [result])
         assert "| UCB-2 | — | lr=1000000.0 | diverged | — |" in md.read_text()

@@ -12,13 +12,15 @@ like any run (the tuning seeds of the point's series), so a second call reuses t
 back for its tuning table.
 
 A grid point whose training diverges (the engine refuses a non-finite state) is never chosen, as a grid
-search over a learning rate must allow: when a batch fails so, its points are run one by one, and a point
-that diverges alone is stored with infinite regret (and −∞ reward: the store keeps no NaN) and reported as
-diverged.
+search over a learning rate must allow: it is stored with infinite regret (and −∞ reward: the store keeps no
+NaN) and reported as diverged. When a batch fails so, the point the engine's error names is set aside and the
+batch's other points run again together (one compilation per diverged point, not one per point; a failure
+that names no point runs them one by one).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -36,6 +38,8 @@ METRIC = {"min-regret": "regret", "max-reward": "reward"}
 """The stored curve each objective reads."""
 DIVERGED = "its state became non-finite"
 """What :func:`~nlbandit.core.simulate.simulate`'s error says of a diverged training."""
+GRID_POINT = r"\(grid point (\d+)\)"
+"""How that error names the diverged point of a grid (its index in the batch)."""
 
 
 @dataclass(frozen=True)
@@ -62,20 +66,32 @@ def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp:
     except ValueError as e:
         if DIVERGED not in str(e):
             raise
-        if len(batch) > 1:
+        named = re.search(GRID_POINT, str(e)) if len(batch) > 1 else None
+        if named is None and len(batch) > 1:
             log(f"{tag} a point diverged; running the {len(batch)} points one by one")
             for i, run in enumerate(batch, 1):
                 tuning_job(store, log=log, progress=progress, exp=exp, batch=[run], tag=f"{tag}.{i}",
                            chunk_size=chunk_size)
             return
+        i = int(named.group(1)) if named else 0
         log(f"{tag} diverged, never chosen: {e}")
-        worst = np.full((first.n_seeds, 1), np.inf)
-        curves = {m: worst if m == METRIC["min-regret"] else -worst for m in loop.metrics}
-        out = Computed(np.array([first.horizon]), [curves], [np.zeros((first.n_seeds, first.horizon), np.int32)],
-                       0.0, 0.0, chunk_size)
-    else:
-        log(f"{tag} done: compile {out.compile_s:.2f} s, run {out.run_s:.2f} s")
+        _store_diverged(store, exp, batch[i], loop, chunk_size)
+        if len(batch) > 1:
+            log(f"{tag} the other {len(batch) - 1} point(s) run again together")
+            tuning_job(store, log=log, progress=progress, exp=exp, batch=batch[:i] + batch[i + 1:], tag=tag,
+                       chunk_size=chunk_size)
+        return
+    log(f"{tag} done: compile {out.compile_s:.2f} s, run {out.run_s:.2f} s")
     store.save_runs(batch_id(batch), stored_rows(exp, batch, out))
+
+
+def _store_diverged(store: Store, exp: Experiment, run: RunConfig, loop, chunk_size: int) -> None:
+    """Store the tuning run ``run`` as diverged: infinite final regret, −∞ reward, no arms."""
+    worst = np.full((run.n_seeds, 1), np.inf)
+    curves = {m: worst if m == METRIC["min-regret"] else -worst for m in loop.metrics}
+    out = Computed(np.array([run.horizon]), [curves], [np.zeros((run.n_seeds, run.horizon), np.int32)], 0.0, 0.0,
+                   chunk_size)
+    store.save_runs(batch_id([run]), stored_rows(exp, [run], out))
 
 
 def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
