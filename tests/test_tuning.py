@@ -148,6 +148,36 @@ name = "ftrl"
         load_experiment(_write(tmp_path, diagnosed))
 
 
+DIVERGING = """
+horizon = 30
+seeds = 2
+[tune]
+seeds = 2
+[env]
+name = "latent"
+d = 4
+k = 3
+[[policies]]
+label = "UCB-2"
+name = "neurallog-ucb-2"
+width = 8
+train_every = 10
+reduction = "sum"
+tune = {{ lr = {grid} }}
+"""
+
+
+def test_a_diverging_stand_in_is_found_through_its_slot(tmp_path):
+    # lr = 1e5 diverges too, so after 1e6 (point 0) it is the stand-in that diverges, in 1e6's slot as well: the
+    # error names slot 0, which must be read as point 1 (else the loop would set point 0 aside forever)
+    exp = load_experiment(_write(tmp_path, DIVERGING.format(grid="[1e6, 1e5, 0.01]")))
+    messages = []
+    with Store(tmp_path / "db.duckdb") as store:
+        (result,) = tuning_results(tune_experiment(exp, store, progress=False, log=messages.append), store)
+    assert result.means[0] == result.means[1] == np.inf and np.isfinite(result.means[2]) and result.chosen == 2
+    assert sum("diverged, never chosen" in m for m in messages) == 2
+
+
 def test_a_diverging_point_is_never_chosen(tmp_path):
     text = """
 horizon = 30
@@ -174,10 +204,10 @@ tune = { lr = [1e6, 0.01, 1e7, 0.02] }
         assert result.means[0] == result.means[2] == np.inf and np.all(np.isfinite(result.means[1::2]))
         assert result.chosen in (1, 3) and tuned.runs[0].policy["lr"] in (0.01, 0.02)
         assert sum("diverged, never chosen" in m for m in messages) == 2
-        # each diverged point is set aside and the others rerun together: never one compilation per point
-        assert [m.split("] ")[-1] for m in messages if "run again together" in m] == [
-            "the other 3 point(s) run again together", "the other 2 point(s) run again together"]
-        assert not any("one by one" in m for m in messages)
+        # each diverged point is stored so and the batch reruns with a healthy point standing in for it
+        assert [m.split("] ")[-1] for m in messages if "run again" in m] == [
+            "run again with a stand-in for the 1 diverged point(s)", "run again with a stand-in for the 2 diverged "
+            "point(s)"]
         run_experiment(tuned, store, progress=False, log=lambda m: None)
         md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", [result])
         assert "| UCB-2 | — | lr=1000000.0 | diverged | — |" in md.read_text()

@@ -13,9 +13,9 @@ back for its tuning table.
 
 A grid point whose training diverges (the engine refuses a non-finite state) is never chosen, as a grid
 search over a learning rate must allow: it is stored with infinite regret (and −∞ reward: the store keeps no
-NaN) and reported as diverged. When a batch fails so, the point the engine's error names is set aside and the
-batch's other points run again together (one compilation per diverged point, not one per point; a failure
-that names no point runs them one by one).
+NaN) and reported as diverged. When a batch fails so, the point the engine's error names is stored so and the
+batch runs again with a healthy point of its own standing in for it (the same shapes: no new compilation), until
+it completes; its stand-ins' results are dropped.
 """
 
 from __future__ import annotations
@@ -57,32 +57,35 @@ def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp:
                tag: str, chunk_size: int) -> None:
     """Compute a batch of tuning runs on their seeds with the experiment's loop
     (:meth:`~nlbandit.loops.base.Loop.compute`, without checkpoints: a tuning batch is short) and store them
-    (the ``compute`` of a :class:`~nlbandit.experiments.executors.Job`)."""
+    (the ``compute`` of a :class:`~nlbandit.experiments.executors.Job`). A point that diverges is stored as
+    diverged and the batch runs again with a healthy point in its place (module docstring)."""
     first, loop = batch[0], LOOPS[exp.loop]
     log(f"{tag} tuning {first.label} ({first.case_label or 'one case'}): {len(batch)} point(s) x {first.n_seeds} "
         f"seeds x {first.horizon} rounds")
-    try:
-        out = loop.compute(batch, list(first.seeds), chunk_size=chunk_size, progress=tag if progress else False)
-    except ValueError as e:
-        if DIVERGED not in str(e):
-            raise
-        named = re.search(GRID_POINT, str(e)) if len(batch) > 1 else None
-        if named is None and len(batch) > 1:
-            log(f"{tag} a point diverged; running the {len(batch)} points one by one")
-            for i, run in enumerate(batch, 1):
-                tuning_job(store, log=log, progress=progress, exp=exp, batch=[run], tag=f"{tag}.{i}",
-                           chunk_size=chunk_size)
-            return
-        i = int(named.group(1)) if named else 0
-        log(f"{tag} diverged, never chosen: {e}")
-        _store_diverged(store, exp, batch[i], loop, chunk_size)
-        if len(batch) > 1:
-            log(f"{tag} the other {len(batch) - 1} point(s) run again together")
-            tuning_job(store, log=log, progress=progress, exp=exp, batch=batch[:i] + batch[i + 1:], tag=tag,
-                       chunk_size=chunk_size)
-        return
+    diverged: set[int] = set()
+    while True:
+        stand_in = min(set(range(len(batch))) - diverged)
+        source = [stand_in if i in diverged else i for i in range(len(batch))]  # same shapes: no recompilation
+        try:
+            out = loop.compute([batch[i] for i in source], list(first.seeds), chunk_size=chunk_size,
+                               progress=tag if progress else False)
+            break
+        except ValueError as e:
+            named = re.search(GRID_POINT, str(e)) if len(batch) > 1 else None
+            if DIVERGED not in str(e) or (named is None and len(batch) > 1):
+                raise
+            i = source[int(named.group(1))] if named else 0  # a stand-in's slot names the stand-in
+            log(f"{tag} diverged, never chosen: {e}")
+            _store_diverged(store, exp, batch[i], loop, chunk_size)
+            diverged.add(i)
+            if len(diverged) == len(batch):
+                return
+            log(f"{tag} run again with a stand-in for the {len(diverged)} diverged point(s)")
     log(f"{tag} done: compile {out.compile_s:.2f} s, run {out.run_s:.2f} s")
-    store.save_runs(batch_id(batch), stored_rows(exp, batch, out))
+    keep = [i for i in range(len(batch)) if i not in diverged]
+    kept = [batch[i] for i in keep]
+    store.save_runs(batch_id(kept), stored_rows(exp, kept, replace(out, curves=[out.curves[i] for i in keep],
+                                                                  arms=[out.arms[i] for i in keep])))
 
 
 def _store_diverged(store: Store, exp: Experiment, run: RunConfig, loop, chunk_size: int) -> None:
