@@ -171,6 +171,20 @@ def test_kinds_and_inconclusive_in_report_and_check(tmp_path, capsys):
     assert "| paper |" in paper and "[-inf, inf]" in paper and paper.endswith("| INCONCLUSIVE |")
 
 
+def test_an_unchecked_claim_is_reported_not_checked_with_its_reason_and_never_evaluated(tmp_path, capsys):
+    # a claim the file's setup decides by construction: NOT CHECKED with the file's reason, even though its
+    # check (true by construction here, as the sanity claim's) would evaluate
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY + 'unchecked = "decided by the shared schedule"\n')
+    (claim,) = [c for c in load_experiment(path).claims if c.name == "median-gap"]
+    assert claim.unchecked == "decided by the shared schedule"
+    out = tmp_path / "rep"
+    assert main(["check", str(path), "--db", str(tmp_path / "r.duckdb"), "--out", str(out), "--no-progress"]) == 0
+    assert "NOT CHECKED  median-gap" in capsys.readouterr().out
+    line = next(line for line in (out / "tiny.md").read_text().splitlines() if line.startswith("| **median-gap"))
+    assert line.endswith("| NOT CHECKED |") and "decided by the shared schedule" in line
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("stat='median') < 0", "stat='median') < 10 ** 10 ** 10", "claims\\[1\\] field 'check'.*overflow"),
     ('kind = "sanity"', 'kind = "obvious"', "kind"),

@@ -57,7 +57,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     env_cases, missing, scale_cases = _cases(spec, loop, cases)
     runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases)
     claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
-                    "; ".join(f"case {g!r}: {missing[g]}" for g in sorted(cases_read(c["check"]) & set(missing))))
+                    "; ".join(f"case {g!r}: {missing[g]}" for g in sorted(cases_read(c["check"]) & set(missing))),
+                    c["unchecked"])
               for c, at in spec.claims if scale in at]
     raw, top, where, horizon, n_seeds, path = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.path
     exp = Experiment(

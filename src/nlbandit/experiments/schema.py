@@ -72,6 +72,9 @@ _CLAIM_KEYS = (
     Hyper("kind", "paper", "paper: the paper's or spec's statement; regression: a threshold the paper does not "
           "justify, a check on the implementation; sanity: true by construction", kind=str,
           choices=KINDS),
+    Hyper("unchecked", "", "why this file cannot check the claim as its paper means it (a documented deviation "
+          "decides it by construction): the claim is reported NOT CHECKED with this reason and never evaluated",
+          kind=str),
 )
 
 

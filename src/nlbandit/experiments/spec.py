@@ -133,6 +133,7 @@ class Claim:
     expect: str
     kind: str = "paper"
     missing: str = ""  # why it cannot be checked: it reads an [[env]] case whose data set is not available
+    unchecked: str = ""  # why the file does not check it at all (its ``unchecked`` field)
 
 
 @dataclass

@@ -101,6 +101,9 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
 
     out = []
     for c in exp.claims:
+        if c.unchecked:  # decided by a documented deviation, not by the results: never evaluated
+            out.append(ClaimResult(c.name, c.text, c.check, c.expect, None, [], c.kind, c.unchecked))
+            continue
         holds, values = evaluate_claim(c.check, curves, exp.horizon, grid_values(exp), claim_functions(exp.loop))
         if c.missing and holds is None:  # not decided by the cases that ran
             out.append(ClaimResult(c.name, c.text, c.check, c.expect, None, [], c.kind, c.missing))
@@ -113,7 +116,8 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
 
 def claim_verdict(c: ClaimResult) -> str:
     """PASS, FAIL, INCONCLUSIVE (the seeds cannot resolve it), NOT CHECKED (it reads a case that was not run
-    and the cases that ran do not decide it), or the expected-failure variants."""
+    and the cases that ran do not decide it, or its file says why it cannot check it), or the expected-failure
+    variants."""
     if c.missing:
         return "NOT CHECKED"
     if c.holds is None:
