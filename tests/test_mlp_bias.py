@@ -17,7 +17,7 @@ import nlbandit as nb
 from nlbandit.core.hyper import ConfigError
 from nlbandit.models.history import Rows
 from nlbandit.models.mlp import MLP, flatten, mlp_apply, mlp_grads, mlp_init, unflatten
-from nlbandit.models.mlp_train import Training, data_gradients, train
+from nlbandit.models.mlp_train import Training, train
 from nlbandit.policies.registry import resolve_policy
 
 RNG = np.random.default_rng(20261125)
@@ -56,24 +56,6 @@ def test_biased_outputs_and_per_example_gradients_match_numpy_backprop(depth, sc
     grads = mlp_grads(arch, theta, jnp.asarray(x))
     assert grads.shape == (7, arch.n_params)
     np.testing.assert_allclose(grads, g_ref, rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize("depth, scale, duplicate, loss", [(1, "ntk", False, "squared"), (2, "none", True, "logistic"),
-                                                          (3, "ntk", False, "logistic"), (4, "none", True, "squared")])
-def test_biased_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate, loss):
-    arch = MLP(5, 6, depth, duplicate, scale, bias=True)
-    theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
-    rng = np.random.default_rng(depth)
-    x = jnp.asarray(rng.standard_normal((9, 5))).at[3].set(0.0)
-    n, s = jnp.asarray(rng.integers(0, 4, 9).astype(np.float64)), jnp.asarray(rng.standard_normal(9))
-
-    def data_term(th):
-        f = mlp_apply(arch, th, x)
-        return jnp.sum((0.5 * n * f * f if loss == "squared" else n * jnp.logaddexp(0.0, f)) - s * f)
-
-    mine = data_gradients(arch, unflatten(arch, theta), x, n, s, loss)
-    assert [g.shape for g in mine] == list(arch.shapes())
-    np.testing.assert_allclose(flatten(mine), jax.grad(data_term)(theta), rtol=1e-12, atol=1e-13)
 
 
 def test_biased_training_matches_numpy_gd_and_decays_the_biases():

@@ -95,10 +95,11 @@ def _data(k=6, d=4, n=40, m=None):
     return arms, pulls, y, hist, per_arm
 
 
+@pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("depth, scale, duplicate, loss", [(1, "ntk", False, "squared"), (2, "none", True, "logistic"),
                                                           (3, "ntk", False, "squared"), (4, "ntk", True, "logistic")])
-def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate, loss):
-    arch = MLP(5, 6, depth, duplicate, scale)
+def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate, loss, bias):
+    arch = MLP(5, 6, depth, duplicate, scale, bias)
     theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
     rng = np.random.default_rng(depth)  # its own draws: the module's RNG feeds the tests after it
     # Row 3 is 0, so all its pre-activations are exactly 0, where ReLU's derivative is 0 on both sides.

@@ -179,24 +179,7 @@ def test_a_diverging_stand_in_is_found_through_its_slot(tmp_path):
 
 
 def test_a_diverging_point_is_never_chosen(tmp_path):
-    text = """
-horizon = 30
-seeds = 2
-[tune]
-seeds = 2
-[env]
-name = "latent"
-d = 4
-k = 3
-[[policies]]
-label = "UCB-2"
-name = "neurallog-ucb-2"
-width = 8
-train_every = 10
-reduction = "sum"
-tune = { lr = [1e6, 0.01, 1e7, 0.02] }
-"""
-    exp = load_experiment(_write(tmp_path, text))
+    exp = load_experiment(_write(tmp_path, DIVERGING.format(grid="[1e6, 0.01, 1e7, 0.02]")))
     messages = []
     with Store(tmp_path / "db.duckdb") as store:
         tuned = tune_experiment(exp, store, progress=False, log=messages.append)
