@@ -310,6 +310,32 @@ def thompson_step(h, xi):
 
 
 @njit(cache=True)
+def refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, scale: float, xi, lam: float, theta0,
+                     factor: bool, max_iter: int, step_tol: float, grad_tol: float, max_halvings: int):
+    """One reward of a per-arm GLM policy in one compiled call: the pull added (:func:`add_pull`) and the Newton
+    MLE of the reward sums refitted from ``theta0`` (:func:`newton_solve`; the identity link:
+    :func:`quadratic_newton` with ``chol``, the factor of the Gram matrix before the pull, updated by
+    :func:`cholesky_add`), the sums perturbed by ``scale`` √N_k ξ_k where ``xi`` (K,) is given (GLM-FPL; GLM-TSL
+    passes None). Returns (n, y, θ, L): L the factor of the Hessian at θ (:func:`hessian_cholesky`; the identity
+    link's updated Gram factor), or, other links without ``factor``, an empty array."""
+    n, y = add_pull(n, y, arm, reward)
+    targets = y if xi is None else y + scale * (np.sqrt(n) * xi)
+    if code == 0:
+        h = cholesky_add(chol, x[arm])
+        theta = quadratic_newton(h, x, n, targets, lam, theta0, max_iter, step_tol, grad_tol)[0]
+    else:
+        theta = newton_solve(code, x, n, targets, lam, theta0, max_iter, step_tol, grad_tol, max_halvings)
+        h = hessian_cholesky(code, x, n, lam, theta) if factor else np.empty((0, 0))
+    return n, y, theta, h
+
+
+@njit(cache=True)
+def thompson_sample(h, center, scale: float, xi):
+    """GLM-TSL's sample θ̄ + a L⁻ᵀ ξ (:func:`thompson_step`) in one call."""
+    return center + scale * thompson_step(h, xi)
+
+
+@njit(cache=True)
 def _lower_inverse(chol):
     """L⁻¹ (lower triangular, zeros above), L the lower triangle of ``chol``."""
     d = chol.shape[0]

@@ -24,6 +24,8 @@ from nlbandit.policies.linear_host import ensemble_words
 
 
 IDENTITY = glm.LINK_CODES["identity"]
+NO_FACTOR = np.empty((0, 0))
+"""The factor :func:`~nlbandit.host.glm.refit_after_pull` is given where its link does not read one."""
 
 AGENT_DEFAULTS = {"glm-tsl": {"a": 0.5}}
 """The online agent's practice defaults (:func:`nlbandit.agent.agent_defaults`), measured on held-out problems by
@@ -36,9 +38,11 @@ the best candidate's regret): glm-tsl a = 0.5 1.07 against a = 1's 1.60; glm-ucb
 def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
     """The warm-up plan's arm of round ``t`` while the warm-up lasts and that arm is on offer, else None
     (:func:`~nlbandit.policies.warmup.warmup_arm`)."""
-    plan = state.warmup.plan
-    arm = int(plan[min(t - 1, plan.shape[0] - 1)])
-    return arm if t <= state.warmup.length and (mask is None or mask[arm]) else None
+    warmup = state.warmup
+    if t > warmup.length:  # (after the warm-up: one comparison, not the plan's lookup too)
+        return None
+    arm = int(warmup.plan[min(t - 1, warmup.plan.shape[0] - 1)])
+    return arm if mask is None or mask[arm] else None
 
 
 def _pulled(state, arm: int, reward) -> tuple[Rows, np.ndarray, np.ndarray]:
@@ -116,16 +120,13 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         rows = state.rows
         return last.get(state, lambda: glm.hessian_cholesky(code, rows.x, rows.n, float(params.lam), state.center))
 
-    def update(params, state, draws, contexts, arm, reward, t):
-        rows, n, y = _pulled(state, arm, reward)
-        lam = float(params.lam)
-        if code == IDENTITY:  # H = G does not depend on θ: the last state's factor, one more pull added
-            h = glm.cholesky_add(hessian_factor(params, state), rows.x[arm])
-            center = glm.quadratic_newton(h, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS[:3])[0]
-        else:
-            center = glm.newton_solve(code, rows.x, n, y, lam, state.center, *glm.NEWTON_OPTIONS)
-            h = glm.hessian_cholesky(code, rows.x, n, lam, center)
-        learnt = state._replace(rows=rows, center=center, theta=center + params.a * glm.thompson_step(h, draws[0]))
+    def update(params, state, draws, contexts, arm, reward, t):  # (identity link: H = G, the last state's
+        rows = state.rows  # factor with one more pull added)
+        n, y, center, h = glm.refit_after_pull(code, hessian_factor(params, state) if code == IDENTITY else NO_FACTOR,
+                                               rows.x, rows.n, rows.y, arm, float(reward), 0.0, None, float(params.lam),
+                                               state.center, True, *glm.NEWTON_OPTIONS)
+        learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), center=center,
+                                theta=glm.thompson_sample(h, center, float(params.a), draws[0]))
         last.put(learnt, h)
         return learnt
 
@@ -147,17 +148,15 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
         rows = state.rows
         return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam), state.theta))
 
-    def update(params, state, draws, contexts, arm, reward, t):
-        rows, n, y = _pulled(state, arm, reward)
-        targets, lam = y + params.a * (np.sqrt(n) * draws[0]), float(params.lam)
-        if code == IDENTITY:  # the last state's G, one more pull added
-            h = glm.cholesky_add(gram_factor(params, state), rows.x[arm])
-            theta = glm.quadratic_newton(h, rows.x, n, targets, lam, state.theta, *glm.NEWTON_OPTIONS[:3])[0]
-            learnt = state._replace(rows=rows, theta=theta)
+    def update(params, state, draws, contexts, arm, reward, t):  # (identity link: the last state's G, one more
+        rows = state.rows  # pull added)
+        n, y, theta, h = glm.refit_after_pull(code, gram_factor(params, state) if code == IDENTITY else NO_FACTOR,
+                                              rows.x, rows.n, rows.y, arm, float(reward), float(params.a), draws[0],
+                                              float(params.lam), state.theta, False, *glm.NEWTON_OPTIONS)
+        learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
+        if code == IDENTITY:
             last.put(learnt, h)
-            return learnt
-        return state._replace(rows=rows, theta=glm.newton_solve(code, rows.x, n, targets, lam, state.theta,
-                                                                *glm.NEWTON_OPTIONS))
+        return learnt
 
     def law(params, state, contexts):  # identity link: the fit is linear in the perturbation, exactly Gaussian
         rows = state.rows
