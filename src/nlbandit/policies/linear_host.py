@@ -13,7 +13,7 @@ import numpy as np
 
 from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
-from nlbandit.host import exploration
+from nlbandit.host import exploration, glm
 from nlbandit.host.ridge import mahalanobis_widths, ridge_update
 from nlbandit.host.rounds import HostRound, LastState, ridge_learn, tie_word
 from nlbandit.policies.exploration import member_and_tie_words
@@ -59,14 +59,13 @@ def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     last = LastState()  # the state's (θ̂, L): a round's act and law read the same state
 
     def factors(state):
-        return last.get(state, lambda: (state.b @ state.v_inv, np.linalg.cholesky(state.v_inv)))
+        return last.get(state, lambda: (state.b @ state.v_inv, glm.cholesky(state.v_inv)))
 
     def act(params, state, draws, contexts, mask, t):
         z, tie_word = draws
         center, factor = factors(state)
-        scores = contexts @ (center + params.v * (factor @ z))
-        arm, _ = exploration.greedy_choice(tie_word, scores, mask)
-        return arm, scores[arm], scores[arm] - contexts[arm] @ center, math.nan
+        return (*glm.sampled_choice(tie_word, contexts, center + params.v * (factor @ z), center, mask, True),
+                math.nan)
 
     def law(params, state, contexts):  # scores X θ̂ + v X L z
         center, factor = factors(state)
