@@ -1,4 +1,4 @@
-"""Command line: ``nlbandit run|report|check|results|list|data``.
+"""Command line: ``nlbandit run|report|check|seeds|results|list|data``.
 
 * ``nlbandit run FILE [--scale quick|full] [--seeds N] [--cases A,B]``: simulate the missing runs into the results
   database, print the results table, write the report (markdown + PNG).
@@ -7,6 +7,8 @@
   FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then run in
   turn with the same options (reports in ``<out>/<paper>/``), and a summary of wall times and verdicts per
   file ends with the total wall time.
+* ``nlbandit seeds FILE [--scale S] [--seeds N]``: from a pilot's stored runs, the seeds at which each claim's
+  paired comparisons are resolved (:mod:`nlbandit.experiments.power`); computes nothing.
 * ``nlbandit results [list|revalidate|prune]``: the stored runs and whether the code that computed them is current;
   ``revalidate`` adopts the stale ones whose sampled seeds compute the same numbers now, ``prune`` deletes the
   stale ones.
@@ -78,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
                        "one per core)")
         c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "
                        "ray://HOST:10001; default $RAY_ADDRESS, else a local cluster on this machine's cores)")
+    sd = sub.add_parser("seeds", help="seeds each claim's paired comparisons need, from a pilot's stored runs",
+                        description="From a pilot (the runs of FILE at --scale, --seeds and --cases, stored by "
+                        "'nlbandit run' or 'check'), print for every paired() comparison of the claims the pilot's "
+                        "mean difference and standard deviation and the number of seeds at which a run resolves it "
+                        "(its 95%% interval excludes 0) with probability --power; per claim, the most its "
+                        "comparisons need (against 0: a margin needs more). Computes nothing (docs/experiments.md).")
+    sd.add_argument("file", type=Path, help="experiment file (TOML)")
+    sd.add_argument("--scale", choices=("quick", "full"), default="quick", help="the pilot's scale (default quick)")
+    sd.add_argument("--seeds", type=int, default=None, help="the pilot's number of repetitions, if not the scale's")
+    sd.add_argument("--cases", default=None, metavar="NAME[,NAME...]", help="the pilot's cases, if not all")
+    sd.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+                    help=f"results database holding the pilot (default $NLBANDIT_DB or {DEFAULT_DB})")
+    sd.add_argument("--power", type=float, default=0.8, help="probability of resolving each comparison (default 0.8)")
     res = sub.add_parser("results", help="list the stored runs (revalidate or prune those computed by code that has "
                          "changed)",
                          description="List the stored runs with their code hash and whether it is the current "
@@ -285,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "evaluate":
         return _evaluate(args)
+    if args.command == "seeds":
+        return _seeds(args)
     try:
         from nlbandit.experiments.executors import make_executor
         from nlbandit.experiments.plan import load_experiment
@@ -328,6 +345,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s) on "
               f"{machine.describe()}")
     return status
+
+
+def _seeds(args: argparse.Namespace) -> int:
+    """``nlbandit seeds``: the seeds each claim's paired comparisons need, from a pilot's stored runs
+    (:mod:`nlbandit.experiments.power`)."""
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.experiments.power import claim_comparisons
+    from nlbandit.experiments.runner import missing
+    from nlbandit.experiments.tuning import tune_experiment
+    from nlbandit.report.build import load_rows
+    from nlbandit.store import Store, StoreBusyError, StoreError
+
+    try:
+        if not 0.0 < args.power < 1.0:
+            raise ConfigError(f"--power must be a probability in (0, 1), got {args.power}")
+        cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
+        exp = load_experiment(args.file, args.scale, args.seeds, cases)
+        store = Store(args.db)
+    except (ConfigError, OSError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3 if isinstance(e, StoreBusyError) else 2
+    pilot = (f"nlbandit run {args.file} --scale {args.scale}" + (f" --seeds {args.seeds}" if args.seeds else "")
+             + (f" --cases {args.cases}" if args.cases else "") + f" --db {args.db}")
+    with store:
+        lacking = missing(store, [c for t in exp.tuning for c in t.candidates] + list(exp.runs))
+        if lacking.todo:
+            print(f"error: {args.db} lacks {len(lacking.todo)} of the pilot's runs; run the pilot first: {pilot}",
+                  file=sys.stderr)
+            return 2
+        exp = tune_experiment(exp, store, progress=False, log=lambda line: None)
+        found = claim_comparisons(exp, load_rows(exp, store), args.power)
+    print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
+          "comparison, and per claim the most its comparisons need")
+    for name, comparisons in found:
+        counts = [c.needed for c in comparisons]
+        most = "out of reach" if None in counts else f"{max(counts)} seeds"
+        print(f"\n{name}: {most} to resolve all {len(counts)}")
+        for c in comparisons:
+            need = (f"{c.needed} seeds" if c.needed is not None else
+                    "median: not estimated" if c.stat != "mean" else "out of reach")
+            print(f"  {c.call}: mean {c.mean:.3g}, sd {c.sd:.3g} over {c.seeds} seeds -> {need}")
+    return 0
 
 
 def _hyperparameters(items: list[str], where: str) -> dict:

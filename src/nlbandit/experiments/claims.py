@@ -253,6 +253,7 @@ class _Evaluator:
         self.curves, self.horizon, self.grid = curves, horizon, grid
         self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
+        self.differences: list[tuple[str, str, np.ndarray]] = []  # every paired(): (call, stat, per-seed a − b)
 
     def __call__(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
@@ -321,8 +322,10 @@ class _Evaluator:
                 raise ConfigError(f"{ast.unparse(node)}: stat must be 'mean' or 'median'")
             rounds_a, cum_a, _ = self.curves(args[0], kwargs)
             rounds_b, cum_b, _ = self.curves(args[1], kwargs)
-            value = paired_interval(value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t), stat)
+            diff = value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t)
+            value = paired_interval(diff, stat)
             self.trace.append((f"{ast.unparse(node)} = {value.text()} (95% CI)", value.mean))
+            self.differences.append((ast.unparse(node), stat, diff))
             return value
         if name in ("lower", "upper") and len(args) == 1 and isinstance(args[0], Interval) and not kwargs:
             return args[0].lo if name == "lower" else args[0].hi
@@ -520,6 +523,15 @@ def evaluate_claim(check: str, curves: Curves, horizon: int, grid: Callable[[str
     except (TypeError, ValueError) as e:  # e.g. a label where a number belongs: regret('A', t='B')
         raise ConfigError(f"claim {text[:80]!r}: {e}") from None
     return ev._truth(value), ev.trace
+
+
+def paired_differences(check: str, curves: Curves, horizon: int, grid: Callable[[str], list[Any]] = lambda key: [],
+                       functions: tuple[ClaimFunction, ...] = ()) -> list[tuple[str, str, np.ndarray]]:
+    """Every ``paired(a, b, ...)`` that evaluating ``check`` computes (one reading a case that was not run is left
+    out): (the call, its statistic, the per-seed differences a − b), for :mod:`nlbandit.experiments.power`."""
+    ev = _Evaluator(curves, horizon, grid, functions)
+    ev(parse_claim(check))
+    return ev.differences
 
 
 def _depth(node: ast.AST) -> int:

@@ -11,7 +11,7 @@ import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -87,8 +87,9 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     return [Row(r, store.load(r.series_id, r.seeds), stored_digest(store, r)) for r in exp.runs]
 
 
-def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
-    """Evaluate every claim of ``exp`` on the stored results."""
+def claim_curves(exp: Experiment, rows: list[Row]) -> Callable[..., tuple]:
+    """The ``curves(label, case, metric="regret")`` that claims of ``exp`` read from the stored ``rows``: a run's
+    rounds, its per-seed cumulative curve of ``metric`` and its timing (:class:`MissingCase` for a case not run)."""
     select = run_selector(exp)
     by_id = {row.run.run_id: row for row in rows}
 
@@ -99,6 +100,12 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
         curve = row.stored.cum_regret if metric == "regret" else row.stored.curves[metric]
         return row.stored.rounds, curve, row.timing()
 
+    return curves
+
+
+def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
+    """Evaluate every claim of ``exp`` on the stored results."""
+    curves = claim_curves(exp, rows)
     out = []
     for c in exp.claims:
         if c.unchecked:  # decided by a documented deviation, not by the results: never evaluated
