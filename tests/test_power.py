@@ -73,10 +73,17 @@ def test_runs_of_that_many_seeds_resolve_the_comparison_about_as_often_as_promis
     assert abs(np.mean(resolved) - 0.8) <= 0.05, (n, np.mean(resolved))
 
 
-def test_the_command_reads_a_stored_pilot(tmp_path, capsys):
+TUNED = PILOT.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [0.05, 0.15] }\n') + """
+[tune]
+seeds = 1
+"""
+
+
+@pytest.mark.parametrize("text", [PILOT, TUNED], ids=["plain", "tuned"])
+def test_the_command_reads_a_stored_pilot(tmp_path, capsys, text):
     path, db = tmp_path / "exp" / "pilot.toml", tmp_path / "r.duckdb"
     path.parent.mkdir()
-    path.write_text(PILOT)
+    path.write_text(text)
     argv = ["seeds", str(path), "--db", str(db)]
     assert main(argv) == 2  # the pilot is not stored yet: nothing is computed
     assert "run the pilot first: nlbandit run" in capsys.readouterr().err

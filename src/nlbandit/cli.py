@@ -368,13 +368,19 @@ def _seeds(args: argparse.Namespace) -> int:
         return 3 if isinstance(e, StoreBusyError) else 2
     pilot = (f"nlbandit run {args.file} --scale {args.scale}" + (f" --seeds {args.seeds}" if args.seeds else "")
              + (f" --cases {args.cases}" if args.cases else "") + f" --db {args.db}")
-    with store:
-        lacking = missing(store, [c for t in exp.tuning for c in t.candidates] + list(exp.runs))
-        if lacking.todo:
-            print(f"error: {args.db} lacks {len(lacking.todo)} of the pilot's runs; run the pilot first: {pilot}",
+    def lacks(runs: list, what: str) -> bool:
+        todo = missing(store, runs).todo
+        if todo:
+            print(f"error: {args.db} lacks {len(todo)} of the pilot's {what}; run the pilot first: {pilot}",
                   file=sys.stderr)
+        return bool(todo)
+
+    with store:  # (the tuning first: its choices say which runs are the pilot's)
+        if lacks([c for t in exp.tuning for c in t.candidates], "tuning runs"):
             return 2
         exp = tune_experiment(exp, store, progress=False, log=lambda line: None)
+        if lacks(exp.runs, "runs"):
+            return 2
         found = claim_comparisons(exp, load_rows(exp, store), args.power)
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
