@@ -23,10 +23,6 @@ from nlbandit.report.runlist import run_list_path
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "docs" / "reproductions").glob("*/*.md"))
 STALE: set[str] = {
-    # Bae & Lee with spec 001's amended defaults (score scale, biases): its runs are of the former reading, to be
-    # regenerated (the command at its top); Figs. 1/4 and their readings, Figs. 3/6 and Table 2 were regenerated on
-    # 2026-11-26.
-    "bae2025/fig2_fig5_real.md",
     # Sun's neural figures: the MLP gained optional biases (default off; the bias-free numbers are unchanged, golden
     # fingerprints included), so their runs' code changed: `nlbandit results revalidate --reports
     # docs/reproductions/sun2025` (two seeds per run, about 65 minutes by the reports' own times) adopts them; Fig. 1f
