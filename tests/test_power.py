@@ -1,5 +1,6 @@
 """Seeds from a pilot (:mod:`nlbandit.experiments.power`, ``nlbandit seeds``): the count against an independent
-search with SciPy's t quantiles, its power by simulation, and the command on a stored pilot."""
+search with SciPy's t quantiles, its power by simulation, the command on a stored pilot; and a run on seeds the pilot
+did not use (``first_seed``)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,33 @@ def test_the_command_reads_a_stored_pilot(tmp_path, capsys, text):
     assert mean < 0 and seeds_needed(mean * 1.01, sd * 0.99) <= needed <= seeds_needed(mean * 0.99, sd * 1.01)
     assert f"learns: {needed} seeds to resolve all 1" in text and "bounded" not in text
     assert main(argv + ["--power", "1.5"]) == 2 and "--power" in capsys.readouterr().err
+
+
+def test_a_run_on_later_seeds_is_those_seeds_of_a_longer_run(tmp_path, capsys):
+    # first_seed = 3 with 2 seeds is seeds 3 and 4: the same numbers as those seeds of a 5-seed run (the store keeps
+    # seeds one by one, so nothing is computed again), stated in the report; tuning seeds may not overlap them.
+    db, out = tmp_path / "r.duckdb", tmp_path / "rep"
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    longer, later = folder / "longer.toml", folder / "later.toml"
+    longer.write_text(PILOT.replace("seeds = 4", "seeds = 5"))
+    later.write_text(PILOT.replace("seeds = 4", "seeds = 2\nfirst_seed = 3"))
+    common = ["--db", str(db), "--out", str(out), "--no-progress", "--executor", "local"]
+    assert main(["run", str(longer), *common]) == 0
+    capsys.readouterr()
+    assert main(["run", str(later), *common]) == 0
+    assert "already in" in capsys.readouterr().err
+    report = (out / "later.md").read_text()
+    assert "seeds 3..4" in report
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.store import Store
+
+    with Store(db) as store:
+        for a, b in zip(load_experiment(longer, "quick").runs, load_experiment(later, "quick").runs):
+            assert list(b.seeds) == [3, 4] and a.series_id == b.series_id
+            np.testing.assert_array_equal(store.load(b.series_id, b.seeds).cum_regret,
+                                          store.load(a.series_id, a.seeds).cum_regret[3:])
+    tuned = later.read_text() + "\n[tune]\nseeds = 1\noffset = 4\n"
+    later.write_text(tuned.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [0.05, 0.15] }\n'))
+    assert main(["check", str(later), *common]) == 2
+    assert "'tune.offset' = 4 must be at least 5" in capsys.readouterr().err

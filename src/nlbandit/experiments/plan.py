@@ -70,6 +70,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         scale=scale,
         horizon=horizon,
         n_seeds=n_seeds,
+        first_seed=spec.first_seed,
         runs=runs,
         claims=claims,
         labels=labels,
@@ -192,8 +193,8 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                            for point in points]
                 if not here:
                     continue
-                reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"])
-                            for e, r in configs]
+                reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"],
+                                      spec.first_seed) for e, r in configs]
                 runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")

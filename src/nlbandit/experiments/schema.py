@@ -31,6 +31,8 @@ _TOP = (
     Hyper("description", "", "free text shown in the report", kind=str),
     Hyper("horizon", None, "number of rounds T", kind=int, low=1),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1),
+    Hyper("first_seed", 0, "the first reported seed (seeds first_seed..first_seed+seeds-1): a run on seeds a pilot "
+          "did not use", kind=int, low=0),
     Hyper("record_points", 1000, "number of curve points kept", kind=int, low=2),
     Hyper("curves", True, "plot the regret curves (one panel per environment case)", kind=bool),
     Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
@@ -53,6 +55,7 @@ MAX_GRID = 10_000
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
+    Hyper("first_seed", None, "the first reported seed", kind=int, low=0, optional=True),
     Hyper("tune_seeds", None, "number of tuning seeds ([tune] seeds)", kind=int, low=1, optional=True),
 )
 OBJECTIVES = ("min-regret", "max-reward")
@@ -87,7 +90,8 @@ class FileSpec:
       raw: the parsed TOML (its ``env`` and ``policies`` tables are resolved by the plan).
       top: the validated top-level fields (:data:`_TOP`).
       scales: the validated ``[scales.X]`` overrides by scale (with their ``cases``).
-      scale: the scale read; horizon, n_seeds: its rounds and repetitions (``--seeds`` applied).
+      scale: the scale read; horizon, n_seeds: its rounds and repetitions (``--seeds`` applied); first_seed: its
+        first reported seed.
       tune: the validated ``[tune]`` table at this scale (seeds, objective, offset, default grid), or None.
       claims: each ``[[claims]]`` table validated, with the scales it is checked at.
     """
@@ -102,6 +106,7 @@ class FileSpec:
     n_seeds: int
     tune: dict[str, Any] | None
     claims: tuple[tuple[dict[str, Any], tuple[str, ...]], ...]
+    first_seed: int = 0
 
 
 def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) -> FileSpec:
@@ -144,7 +149,8 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
     if seeds is not None:
         Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
     at_most(horizon, MAX_ROUNDS, "horizon", "the engine's int32 range of rounds", where)
-    at_most(n_seeds, MAX_SEEDS, "seeds", "seeds 0..S-1 are uint32", where)
+    first_seed = top["first_seed"] if chosen.get("first_seed") is None else chosen["first_seed"]
+    at_most(first_seed + n_seeds, MAX_SEEDS, "first_seed + seeds", "seeds are uint32", where)
     if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
     if not isinstance(raw.get("claims", []), list):
@@ -156,7 +162,7 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
         at = scales_field(c.pop("scales", None), cw)  # a claim on a series run at some scales is checked there only
         claims.append((resolve(_CLAIM_KEYS, c, cw), at))
     tune = _tune(raw, scales, scale, top, seeds, where)
-    return FileSpec(path, where, raw, top, scales, scale, horizon, n_seeds, tune, tuple(claims))
+    return FileSpec(path, where, raw, top, scales, scale, horizon, n_seeds, tune, tuple(claims), first_seed)
 
 
 def _plugin_names(value: Any, field: str, kind: type, where: str) -> tuple[str, ...]:
@@ -262,10 +268,11 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
     grid = tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
     tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
     tune["seeds"] = scales.get(scale, {}).get("tune_seeds") or tune["seeds"]
-    reported = max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])
+    first = max([top["first_seed"]] + [sc.get("first_seed") or 0 for sc in scales.values()])
+    reported = first + max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])
     if tune["offset"] < reported:
-        raise ConfigError(f"{where}: field 'tune.offset' = {tune['offset']} must be at least {reported}, the most "
-                          "reported seeds of any scale (tuning seeds never overlap reported seeds)")
+        raise ConfigError(f"{where}: field 'tune.offset' = {tune['offset']} must be at least {reported}, past the "
+                          "last reported seed of any scale (tuning seeds never overlap reported seeds)")
     at_most(tune["offset"] + tune["seeds"], MAX_SEEDS, "tune.offset", "seeds are uint32", where)
     return {**tune, "grid": grid}
 

@@ -37,7 +37,8 @@ class RunConfig:
       horizon, n_seeds, record_points: simulation sizes; seeds are seed_offset..seed_offset+n_seeds-1.
       loop: the name of its :class:`~nlbandit.loops.base.Loop` (``bandit``: env and policy registries;
         ``regression``: streams and learners).
-      seed_offset: the first seed (0 for reported runs, ``[tune] offset`` for tuning runs).
+      seed_offset: the first seed (the file's ``first_seed`` for reported runs, 0 by default; ``[tune] offset``
+        for tuning runs).
     """
 
     label: str
@@ -150,6 +151,7 @@ class Experiment:
     n_seeds: int
     runs: list[RunConfig]
     claims: list[Claim]
+    first_seed: int = 0  # the reported seeds are first_seed..first_seed + n_seeds - 1
     labels: list[str] = field(default_factory=list)
     env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     plots: tuple[str, ...] = ()

@@ -4,7 +4,7 @@ environment) choose the (ν, λ) pair minimizing the mean final cumulative regre
 tuning seeds, then report fresh seeds").
 
 For every tuned series and environment case, each point of its grid is simulated on the tuning seeds
-(``offset .. offset + seeds − 1``, disjoint from the reported seeds 0..S−1 by construction); the points that
+(``offset .. offset + seeds − 1``, disjoint from the reported seeds by construction); the points that
 differ only in traced hyperparameters run side by side in one compiled batch, on common random numbers.
 The point with the best mean final value of the objective (the first in grid order on a tie) becomes the
 series' run on that case, computed on the reported seeds like any other run. Tuning runs are stored per seed

@@ -26,7 +26,7 @@ def bandit_timer(run: "RunConfig") -> PhaseTimer:
     """The timer of a bandit-loop run: its environment, policy and traced hyperparameters as the loop builds
     them (:meth:`~nlbandit.loops.bandit.BanditLoop.build`, a batch of one)."""
     env, policy, params, _ = BanditLoop().build([run])
-    return PhaseTimer(env, policy, params, range(run.n_seeds), run.horizon)
+    return PhaseTimer(env, policy, params, run.seeds, run.horizon)
 
 
 PHASE_TIMERS: dict[str, Callable[["RunConfig"], PhaseTimer]] = {BanditLoop.name: bandit_timer}

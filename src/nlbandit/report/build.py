@@ -378,8 +378,8 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
         exp.description.strip(),
         "",
         f"Scale **{exp.scale}**: horizon T = {exp.horizon}, {exp.n_seeds}{_of_full(exp)} seeds (repetitions; "
-        f"seeds 0..{exp.n_seeds - 1}, common random numbers across policies); {_sim_minutes(rows):.1f} min of "
-        "simulation (compile + run, summed over the rows below). Environment: "
+        f"seeds {exp.first_seed}..{exp.first_seed + exp.n_seeds - 1}, common random numbers across policies); "
+        f"{_sim_minutes(rows):.1f} min of simulation (compile + run, summed over the rows below). Environment: "
         + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
         *_data_lines(exp, env_cfgs.values()),
         "",
