@@ -162,6 +162,8 @@ def test_sizes_beyond_memory_or_range_are_refused_at_load(tmp_path):
         ("d = 3", "d = 100000000000000000000000", "field 'env.d' is an integer outside TOML's 64-bit range"),
         ("horizon = 100\nseeds = 2", "horizon = 2000000000\nseeds = 1000000000", "chosen arms S×T 4.47e+10 GiB"),
         ("seeds = 2", "seeds = 1e10", "field 'seeds' = 10000000000 is more than 4294967296"),
+        ("seeds = 2", "seeds = 2\nfirst_seed = 4294967295", "field 'first_seed + seeds' = 4294967297 is more than"),
+        ("seeds = 2", "seeds = 2\nfirst_seed = -1", "field 'first_seed' must be"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(expected)):
             load_experiment(write(tmp_path, GOOD.replace(old, new, 1)))

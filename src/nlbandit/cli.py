@@ -354,7 +354,7 @@ def _seeds(args: argparse.Namespace) -> int:
     from nlbandit.experiments.power import claim_comparisons
     from nlbandit.experiments.runner import missing
     from nlbandit.experiments.tuning import tune_experiment
-    from nlbandit.report.build import load_rows
+    from nlbandit.report.build import claim_curves, load_rows
     from nlbandit.store import Store, StoreBusyError, StoreError
 
     try:
@@ -381,7 +381,7 @@ def _seeds(args: argparse.Namespace) -> int:
         exp = tune_experiment(exp, store, progress=False, log=lambda line: None)
         if lacks(exp.runs, "runs"):
             return 2
-        found = claim_comparisons(exp, load_rows(exp, store), args.power)
+        found = claim_comparisons(exp, claim_curves(exp, load_rows(exp, store)), args.power)
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
     for name, comparisons in found:

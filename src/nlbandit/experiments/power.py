@@ -65,12 +65,10 @@ def seeds_needed(mean: float, sd: float, power: float = 0.8) -> int | None:
     return high
 
 
-def claim_comparisons(exp, rows, power: float = 0.8) -> list[tuple[str, list[Comparison]]]:
+def claim_comparisons(exp, curves, power: float = 0.8) -> list[tuple[str, list[Comparison]]]:
     """(claim name, its :class:`Comparison` list) for every claim of ``exp`` that compares runs with
-    ``paired()``, from the stored pilot ``rows`` (:func:`nlbandit.report.build.load_rows`)."""
-    from nlbandit.report.build import claim_curves  # (the report package imports this one's package)
-
-    curves, out = claim_curves(exp, rows), []
+    ``paired()``, from the pilot's ``curves`` (:func:`nlbandit.report.build.claim_curves` of its stored rows)."""
+    out = []
     for claim in exp.claims:
         found = paired_differences(claim.check, curves, exp.horizon, grid_values(exp), claim_functions(exp.loop))
         comparisons = []

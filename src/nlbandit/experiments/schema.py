@@ -149,6 +149,7 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
     if seeds is not None:
         Hyper("seeds", None, "", kind=int, low=1).validate(seeds, "--seeds")
     at_most(horizon, MAX_ROUNDS, "horizon", "the engine's int32 range of rounds", where)
+    at_most(n_seeds, MAX_SEEDS, "seeds", "seeds 0..S-1 are uint32", where)
     first_seed = top["first_seed"] if chosen.get("first_seed") is None else chosen["first_seed"]
     at_most(first_seed + n_seeds, MAX_SEEDS, "first_seed + seeds", "seeds are uint32", where)
     if "env" not in raw:
