@@ -385,8 +385,8 @@ def _seeds(args: argparse.Namespace) -> int:
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
     for name, comparisons in found:
-        counts = [c.needed for c in comparisons]
-        most = "out of reach" if None in counts else f"{max(counts)} seeds"
+        counts = [c.needed for c in comparisons if c.stat == "mean"]  # (a median's count is not estimated)
+        most = "no mean comparison" if not counts else "out of reach" if None in counts else f"{max(counts)} seeds"
         print(f"\n{name}: {most} to resolve all {len(counts)}")
         for c in comparisons:
             need = (f"{c.needed} seeds" if c.needed is not None else
