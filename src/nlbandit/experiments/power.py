@@ -68,9 +68,9 @@ def seeds_needed(mean: float, sd: float, power: float = 0.8) -> int | None:
 def claim_comparisons(exp, curves, power: float = 0.8) -> list[tuple[str, list[Comparison]]]:
     """(claim name, its :class:`Comparison` list) for every claim of ``exp`` that compares runs with
     ``paired()``, from the pilot's ``curves`` (:func:`nlbandit.report.build.claim_curves` of its stored rows)."""
-    out = []
+    out, grid, functions = [], grid_values(exp), claim_functions(exp.loop)
     for claim in exp.claims:
-        found = paired_differences(claim.check, curves, exp.horizon, grid_values(exp), claim_functions(exp.loop))
+        found = paired_differences(claim.check, curves, exp.horizon, grid, functions)
         comparisons = []
         for call, stat, diff in found:
             sd = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
