@@ -74,7 +74,7 @@ def test_runs_of_that_many_seeds_resolve_the_comparison_about_as_often_as_promis
     assert abs(np.mean(resolved) - 0.8) <= 0.05, (n, np.mean(resolved))
 
 
-TUNED = PILOT.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [0.05, 0.15] }\n') + """
+TUNED = PILOT.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [5.0, 0.1] }\n') + """
 [tune]
 seeds = 1
 """
@@ -127,6 +127,6 @@ def test_a_run_on_later_seeds_is_those_seeds_of_a_longer_run(tmp_path, capsys):
             np.testing.assert_array_equal(store.load(b.series_id, b.seeds).cum_regret,
                                           store.load(a.series_id, a.seeds).cum_regret[3:])
     tuned = later.read_text() + "\n[tune]\nseeds = 1\noffset = 4\n"
-    later.write_text(tuned.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [0.05, 0.15] }\n'))
+    later.write_text(tuned.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [5.0, 0.1] }\n'))
     assert main(["check", str(later), *common]) == 2
     assert "'tune.offset' = 4 must be at least 5" in capsys.readouterr().err
