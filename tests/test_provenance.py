@@ -181,7 +181,11 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
         store.con.execute("UPDATE seeds SET arms = list_transform(arms, lambda a: (a + 1) % 4) WHERE series_id = ? "
                           "AND seed = 2", ["old-" + current["uniform"]])  # the last seed's stored arms differ
     capsys.readouterr()
-    assert main(["results", "revalidate", "--db", str(db)]) == 0
+    assert main(["results", "revalidate", "--db", str(db), "--experiment", "paper/other"]) == 0
+    assert "0 stale series adopted under the current code, 0 left stale" in capsys.readouterr().out
+    assert main(["results", "prune", "--db", str(db), "--experiment", "paper/e"]) == 2
+    assert "--experiment goes with 'revalidate'" in capsys.readouterr().err
+    assert main(["results", "revalidate", "--db", str(db), "--experiment", "paper/e"]) == 0
     out = capsys.readouterr().out
     assert "1 stale series adopted under the current code, 1 left stale" in out
     assert "uniform" in out and "differ from the stored ones" in out

