@@ -226,7 +226,7 @@ def test_newton_solve_equals_the_jitted_solver(link):
     h = host_glm.hessian_cholesky(code, x, n2, 0.5, theta)
     np.testing.assert_allclose(host_glm.thompson_step(h, xi), np.linalg.solve(chol.T, xi), rtol=1e-10, atol=1e-13)
     contexts = rng.normal(size=(3, 5))
-    np.testing.assert_allclose(host_glm.thompson_factor(h, contexts), np.linalg.solve(chol, contexts.T).T,
+    np.testing.assert_allclose(contexts @ host_glm.thompson_factor(h), np.linalg.solve(chol, contexts.T).T,
                                rtol=1e-10, atol=1e-13)
 
 
@@ -297,14 +297,15 @@ def test_draw_blocks_are_the_round_keys_draws():
         np.testing.assert_array_equal(blocks(t)[0], ensemble_words(round_key(stream, t))[0])
 
 
-def test_gaussian_choice_probability_matches_a_brute_force_frequency():
+def test_choice_probability_matches_a_brute_force_frequency():
     """The antithetic estimate (nlbandit.host.propensity) against 400,000 plain draws of the same score law,
     with and without a mask, for a likely and an unlikely arm: within 5 of its standard errors plus 0.002;
     its standard error is at most the binomial one of as many plain draws."""
-    from nlbandit.host.propensity import gaussian_choice_probability
+    from nlbandit.host.propensity import choice_probability
 
     rng = np.random.default_rng(3)
     mean, factor = rng.normal(size=6) * 0.3, rng.normal(size=(6, 4))
+    scores = np.eye(6)  # a law of the scores: the identity's contexts
     mask = np.array([True, True, False, True, True, True])
     plain = mean[:, None] + 0.5 * factor @ rng.standard_normal((4, 400_000))
     for m in (None, mask):
@@ -312,42 +313,44 @@ def test_gaussian_choice_probability_matches_a_brute_force_frequency():
         counts = np.bincount(winners, minlength=6)
         won = np.flatnonzero(counts)
         for arm in (int(counts.argmax()), int(won[counts[won].argmin()])):  # the likeliest and the least likely
-            p, se = gaussian_choice_probability(mean, factor, 0.5, m, arm, rng.standard_normal((4, 2000)))
+            p, se = choice_probability(scores, mean, factor, 0.5, m, arm, rng.standard_normal((4, 2000)))
             truth = np.mean(winners == arm)
             assert abs(p - truth) <= 5 * se + 0.002, (m, arm, p, truth)
             assert se <= np.sqrt(max(truth * (1 - truth), 1e-9) / 4000) * 1.2 + 1e-3
 
 
-def test_gaussian_choice_probability_splits_duplicated_arms_evenly():
+def test_choice_probability_splits_duplicated_arms_evenly():
     """Two arms with the same row of the score law tie under every draw: each gets half of their joint win
     probability (the decision's tie rule), which plain draws give as the frequency of the first of them."""
-    from nlbandit.host.propensity import gaussian_choice_probability
+    from nlbandit.host.propensity import choice_probability
 
     rng = np.random.default_rng(4)
     mean, factor = rng.normal(size=5) * 0.3, rng.normal(size=(5, 3))
     mean, factor = np.append(mean, mean[2]), np.vstack([factor, factor[2]])
+    scores = np.eye(6)  # a law of the scores: the identity's contexts
     plain = mean[:, None] + 0.5 * factor @ rng.standard_normal((3, 400_000))
     group = np.mean(plain.argmax(0) == 2)  # argmax takes the first of the tied pair
     for arm in (2, 5):
-        p, se = gaussian_choice_probability(mean, factor, 0.5, None, arm, rng.standard_normal((3, 2000)))
+        p, se = choice_probability(scores, mean, factor, 0.5, None, arm, rng.standard_normal((3, 2000)))
         assert abs(p - group / 2) <= 5 * se + 0.002, (arm, p, group)
 
 
-def test_gaussian_choice_probability_edge_cases():
+def test_choice_probability_edge_cases():
     """An arm whose score has no noise (a zero row of the law: nothing to integrate along) against plain draws;
     the only available arm has probability 1; an unavailable arm 0."""
-    from nlbandit.host.propensity import gaussian_choice_probability
+    from nlbandit.host.propensity import choice_probability
 
     rng = np.random.default_rng(6)
     mean, factor = rng.normal(size=5) * 0.3, rng.normal(size=(5, 3))
     factor[1] = 0.0
     mean[1] = np.sort(mean)[-2]  # the second-best mean: wins on some draws, not all
+    scores = np.eye(5)  # a law of the scores: the identity's contexts
     plain = mean[:, None] + 0.5 * factor @ rng.standard_normal((3, 400_000))
     truth = np.mean(plain.argmax(0) == 1)
     assert 0.05 < truth < 0.95
-    p, se = gaussian_choice_probability(mean, factor, 0.5, None, 1, rng.standard_normal((3, 2000)))
+    p, se = choice_probability(scores, mean, factor, 0.5, None, 1, rng.standard_normal((3, 2000)))
     assert abs(p - truth) <= 5 * se + 0.002, (p, truth)
     only = np.zeros(5, bool)
     only[3] = True
-    assert gaussian_choice_probability(mean, factor, 0.5, only, 3, rng.standard_normal((3, 8))) == (1.0, 0.0)
-    assert gaussian_choice_probability(mean, factor, 0.5, only, 2, rng.standard_normal((3, 8))) == (0.0, 0.0)
+    assert choice_probability(scores, mean, factor, 0.5, only, 3, rng.standard_normal((3, 8))) == (1.0, 0.0)
+    assert choice_probability(scores, mean, factor, 0.5, only, 2, rng.standard_normal((3, 8))) == (0.0, 0.0)

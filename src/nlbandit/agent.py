@@ -21,9 +21,10 @@ Probabilities. ``Decision.probability`` is the probability with which the policy
 the history and the round's contexts: exact where the policy computes it (``ActInfo.probability``:
 uniform, greedy and UCB rules, ε-greedy, finite ensembles, planned warm-up pulls); for Thompson-type
 policies on a host round (Lin-TS, GLM-TSL, GLM-FPL with the identity link), whose scores given the history
-are Gaussian (:attr:`~nlbandit.host.rounds.HostRound.law`), estimated from one vectorised block of antithetic
-draws of that law, each integrated exactly along the chosen arm's direction (:mod:`nlbandit.host.propensity`,
-``estimate_draws`` = 64 by default: cheaper than the decision and learning themselves);
+are Gaussian, estimated from one vectorised block of antithetic draws of that law, each integrated exactly
+along the chosen arm's direction, in the compiled call that makes the choice
+(:attr:`~nlbandit.host.rounds.HostRound.estimate`, :mod:`nlbandit.host.propensity`; ``estimate_draws`` = 64 by
+default);
 otherwise estimated by redrawing the round's decision ``estimate_draws`` times (1,000 by default) with
 independent keys (perturbed history, the jitted rounds); ``Decision.method`` says which, with the estimate's
 standard error. The draws use a key stream of their own, so they change no decision. Where the exploration is
@@ -87,7 +88,6 @@ from nlbandit.discovery import declaring_modules
 from nlbandit.host import host_round
 from nlbandit.host.checks import all_finite, equal, within
 from nlbandit.host.draws import DrawBlocks
-from nlbandit.host.propensity import gaussian_choice_probability
 from nlbandit.policies.registry import (build_policy, build_resample, check_policy_sizes, policy_entry, policy_memory,
                                         resolve_policy)
 
@@ -274,7 +274,7 @@ class Agent:
         if self._asked_draws is not None:
             self.estimate_draws = self._asked_draws
         else:
-            self.estimate_draws = GAUSSIAN_DRAWS if self._host is not None and self._host.law else REDRAWS
+            self.estimate_draws = GAUSSIAN_DRAWS if self._host is not None and self._host.estimate else REDRAWS
         self._programs = _programs(self.policy, self.estimate_draws, self._resample)
 
     def _grow(self, rounds: int) -> None:
@@ -427,12 +427,6 @@ class Agent:
             return math.nan, "none"
         # after an update, a policy that draws while learning is redrawn through its resample
         resample = self._draws_in_update and self._rewarded > 0
-        if self._host is not None and self._host.law is not None and (resample or not self._draws_in_update):
-            pairs = max(self.estimate_draws // 2, 1)
-            mean, factor, scale = self._host.law(self._host_params, self._state, x)
-            q, se = gaussian_choice_probability(mean, factor, scale, None if m is self._all_arms else m, arm,
-                                                self._normals(t, factor.shape[1], pairs))
-            return q, f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
         if resample and self._resample is None:
             return math.nan, (f"none: {self.policy.meta.name} draws its exploration while learning and has no "
                               "redraw of it")
@@ -440,6 +434,13 @@ class Agent:
         q = counts[arm] / self.estimate_draws
         se = math.sqrt(q * (1 - q) / self.estimate_draws)
         return float(q), f"estimate: {self.estimate_draws} redraws, se {se:.2g}"
+
+    def _estimates(self) -> bool:
+        """Whether this round's probability comes from the host round's ``estimate`` (its Gaussian law): asked
+        for, and, for a policy that draws while learning, after its first reward (before it, its draw is the
+        initial state's, redrawn by the jitted program)."""
+        return bool(self.estimate_draws) and self._host.estimate is not None and (
+            self._rewarded > 0 or not self._draws_in_update)
 
     def _normals(self, t: int, rank: int, pairs: int) -> np.ndarray:
         """Round ``t``'s (rank, pairs) standard normals for a host estimate, from the seed's estimate stream:
@@ -463,13 +464,20 @@ class Agent:
         self._check_health(ok)
         return int(arm), score, bonus, p
 
-    def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float]:
-        """(arm, score, bonus, probability) of round ``t`` by the host round."""
+    def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float, str | None]:
+        """(arm, score, bonus, probability, how it was estimated: None if it was not) of round ``t`` by the host
+        round."""
         self._check_health(self._host_ok)
         draws = None if self._act_draws is None else self._act_draws(t)
-        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x,
-                                              None if m is self._all_arms else m, t)
-        return arm, float(score), float(bonus), float(p)
+        mask = None if m is self._all_arms else m
+        if self._estimates():
+            pairs = max(self.estimate_draws // 2, 1)
+            arm, score, bonus, p, se = self._host.estimate(self._host_params, self._state, draws, x, mask, t,
+                                                           self._normals(t, self.spec.d, pairs))
+            how = None if se is None else f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
+            return arm, float(score), float(bonus), float(p), how
+        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, mask, t)
+        return arm, float(score), float(bonus), float(p), None
 
     def decide(self, contexts: Any, mask: Any = None, *, learn: bool = True) -> Decision:
         """Choose an arm among ``contexts`` (K, d) (those with ``mask`` True; all by default) and return the
@@ -480,8 +488,11 @@ class Agent:
         self._prepare(x, m)
         t = self._t + 1
         learn = self._learn(keep_last=True) if learn else None
-        arm, score, bonus, p = self._jit_act(x, m, t, learn) if self._host is None else self._host_act(x, m, t)
-        p, method = self._probability(p, x, m, t, arm)
+        if self._host is None:
+            (arm, score, bonus, p), how = self._jit_act(x, m, t, learn), None
+        else:
+            arm, score, bonus, p, how = self._host_act(x, m, t)
+        p, method = (p, how) if how is not None else self._probability(p, x, m, t, arm)
         self._t = t
         self._pending[t] = (x, arm)
         return Decision(t, arm, p, method + self._anytime, score, bonus)
@@ -508,9 +519,10 @@ class Agent:
             rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss,
                                                        ts)).tolist()
             self._check_health(all(row[4] for row in rows))
+            rows = [(*row[:4], None) for row in rows]
         out = []
-        for i, (t, (arm, score, bonus, p, *_)) in enumerate(zip(ts.tolist(), rows)):
-            p, method = self._probability(p, xs[i], mss[i], t, int(arm))
+        for i, (t, (arm, score, bonus, p, how)) in enumerate(zip(ts.tolist(), rows)):
+            p, method = (p, how) if how is not None else self._probability(p, xs[i], mss[i], t, int(arm))
             out.append(Decision(t, int(arm), p, method + self._anytime, score, bonus))
         self._t = int(ts[-1])
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})

@@ -40,7 +40,7 @@ class DrawBlocks:
 
     def __init__(self, draws: Callable, stream: jax.Array):
         self._program, self._stream = _block_program(draws), stream
-        self._blocks: dict[int, tuple[np.ndarray, ...]] = {}
+        self._blocks: dict[int, list[tuple]] = {}
 
     def __call__(self, t: int) -> tuple:
         index, row = divmod(t, BLOCK)
@@ -48,5 +48,6 @@ class DrawBlocks:
         if block is None:
             if len(self._blocks) >= _KEPT:
                 del self._blocks[next(iter(self._blocks))]
-            block = self._blocks[index] = tuple(np.asarray(a) for a in self._program(self._stream, np.int32(index)))
-        return tuple(a[row] for a in block)
+            arrays = [np.asarray(a) for a in self._program(self._stream, np.int32(index))]
+            block = self._blocks[index] = list(zip(*arrays))  # each round's tuple built once per block
+        return block[row]

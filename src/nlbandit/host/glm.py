@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from nlbandit.host.exploration import greedy_choice
+from nlbandit.host.propensity import choice_probability
 
 from nlbandit.models import glm as jitted_glm
 
@@ -222,10 +223,12 @@ def cholesky_add(chol, v):
     out, u = np.tril(chol), v.copy()
     for k in range(d):
         r = math.sqrt(out[k, k] * out[k, k] + u[k] * u[k])
-        c, sn = r / out[k, k], u[k] / out[k, k]
+        inverse = 1.0 / out[k, k]
+        c, sn = r * inverse, u[k] * inverse
+        inverse_c = out[k, k] / r
         out[k, k] = r
         for i in range(k + 1, d):
-            out[i, k] = (out[i, k] + sn * u[i]) / c
+            out[i, k] = (out[i, k] + sn * u[i]) * inverse_c
             u[i] = c * u[i] - sn * out[i, k]
     return out
 
@@ -339,9 +342,13 @@ def refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, scale: f
 
 
 @njit(cache=True)
-def thompson_sample(h, center, scale: float, xi):
-    """GLM-TSL's sample θ̄ + a L⁻ᵀ ξ (:func:`thompson_step`) in one call."""
-    return center + scale * thompson_step(h, xi)
+def laplace_refit(code: int, chol, x, n, y, arm: int, reward: float, lam: float, center, scale: float, xi,
+                  max_iter: int, step_tol: float, grad_tol: float, max_halvings: int):
+    """GLM-TSL's learning step in one call: :func:`refit_after_pull` (no perturbation) and the sample
+    θ̃ = θ̄ + a L⁻ᵀ ξ (:func:`thompson_step`) at the refitted centre. Returns (n, y, θ̄, θ̃, L)."""
+    n, y, center, h = refit_after_pull(code, chol, x, n, y, arm, reward, 0.0, None, lam, center, True, max_iter,
+                                       step_tol, grad_tol, max_halvings)
+    return n, y, center, center + scale * thompson_step(h, xi), h
 
 
 @njit(cache=True)
@@ -360,16 +367,10 @@ def _lower_inverse(chol):
 
 
 @njit(cache=True)
-def thompson_factor(h, contexts):
-    """F = X L⁻ᵀ for the round's ``contexts`` X, ``h`` holding L (:func:`hessian_cholesky`): GLM-TSL's scores
-    X θ̃ = X θ̄ + a F ξ, ξ ~ N(0, I), the law of its choice given the history (:mod:`nlbandit.host.propensity`)."""
-    return contexts @ np.ascontiguousarray(_lower_inverse(h).T)
-
-
-@njit(cache=True)
-def thompson_law(h, contexts, center):
-    """(X θ̄, :func:`thompson_factor`): GLM-TSL's score law given the history, in one call."""
-    return contexts @ center, thompson_factor(h, contexts)
+def thompson_factor(h):
+    """M = L⁻ᵀ, ``h`` holding L (:func:`hessian_cholesky`): GLM-TSL's θ̃ = θ̄ + a M ξ, ξ ~ N(0, I), the law of its
+    sample given the history (:mod:`nlbandit.host.propensity`)."""
+    return np.ascontiguousarray(_lower_inverse(h).T)
 
 
 @njit(cache=True)
@@ -383,10 +384,47 @@ def sampled_choice(word, contexts, theta, center, mask, centred: bool):
 
 
 @njit(cache=True)
-def perturbed_fit_law(chol, x, y, lam: float, contexts):
-    """(mean, factor) of the identity-link perturbed fit's scores (GLM-FPL's law given the history): the fit
+def thompson_decision(word, contexts, center, factor, scale: float, z, mask, normals):
+    """Lin-TS's act in one call: (arm, score, bonus, p̂, se) of argmax_x xᵀθ̃, θ̃ = θ̄ + c M z (``center``,
+    ``scale``, ``factor``), the bonus its excess over xᵀθ̄ (:func:`sampled_choice`), and the probability of
+    that choice under the law of θ̃ estimated from ``normals`` (NaN without them)."""
+    arm, score, bonus = sampled_choice(word, contexts, center + scale * (factor @ z), center, mask, True)
+    if normals is None:
+        return arm, score, bonus, np.nan, np.nan
+    p, se = choice_probability(contexts, center, factor, scale, mask, arm, normals)
+    return arm, score, bonus, p, se
+
+
+@njit(cache=True)
+def laplace_decision(word, contexts, theta, center, h, scale: float, mask, normals):
+    """GLM-TSL's act in one call: (arm, score, bonus, p̂, se) of argmax_x xᵀθ̃ for the sample θ̃ (``theta``)
+    the update drew, θ̃ = θ̄ + a L⁻ᵀ ξ (``h`` holding L, :func:`hessian_cholesky`), and the probability of that
+    choice under the sample's law (:func:`thompson_factor`) estimated from ``normals`` (NaN without them)."""
+    arm, score, bonus = sampled_choice(word, contexts, theta, center, mask, True)
+    if normals is None:
+        return arm, score, bonus, np.nan, np.nan
+    p, se = choice_probability(contexts, center, thompson_factor(h), scale, mask, arm, normals)
+    return arm, score, bonus, p, se
+
+
+@njit(cache=True)
+def perturbed_fit_decision(word, contexts, theta, chol, x, y, lam: float, scale: float, mask, normals):
+    """GLM-FPL's act in one call (identity link): (arm, score, NaN, p̂, se) of argmax_x xᵀθ̃ for the perturbed
+    fit θ̃ (``theta``), and the probability of that choice under the fit's law (:func:`perturbed_fit_law`)
+    estimated from ``normals`` (NaN without them)."""
+    arm, score, bonus = sampled_choice(word, contexts, theta, theta, mask, False)
+    if normals is None:
+        return arm, score, bonus, np.nan, np.nan
+    center, factor = perturbed_fit_law(chol, x, y, lam)
+    p, se = choice_probability(contexts, center, factor, scale, mask, arm, normals)
+    return arm, score, bonus, p, se
+
+
+@njit(cache=True)
+def perturbed_fit_law(chol, x, y, lam: float):
+    """(centre, factor) of the identity-link perturbed fit (GLM-FPL's law given the history): the fit
     θ̃ = G⁻¹Xᵀ(y + a√N ξ), G = XᵀNX + λI = L Lᵀ (``chol`` holding L, :func:`hessian_cholesky` with the identity
-    link), gives contexts·θ̃ = mean + a·factor·ζ with ζ ~ N(0, I_d), the factor a rank-d square root of
+    link), is θ̃ = G⁻¹Xᵀy + a·factor·ζ with ζ ~ N(0, I_d), the factor a rank-d square root of
     Cov = G⁻¹XᵀNXG⁻¹ = G⁻¹ − λG⁻², by Cholesky with a 1e-12 relative jitter (Cov is singular while some direction
     has no pull)."""
     d = x.shape[1]
@@ -397,7 +435,7 @@ def perturbed_fit_law(chol, x, y, lam: float, contexts):
     for i in range(d):
         cov[i, i] += jitter
     _cholesky(cov)
-    return contexts @ (inverse @ (x.T @ y)), contexts @ np.tril(cov)
+    return inverse @ (x.T @ y), np.tril(cov)
 
 
 @njit(cache=True)
@@ -415,3 +453,12 @@ def optimistic_scores(code: int, mean_scale: bool, contexts, theta, inverse, alp
         bonus[a] = alpha * math.sqrt(max(q, 0.0))
         scores[a] = (mean(code, v) if mean_scale else v) + bonus[a]
     return scores, bonus
+
+
+@njit(cache=True)
+def optimistic_choice(word, code: int, mean_scale: bool, contexts, theta, inverse, alpha: float, mask):
+    """(arm, score, bonus, probability) of the optimistic index (:func:`optimistic_scores`) by the tie rule
+    (:func:`nlbandit.host.exploration.greedy_choice`), in one call: Lin-UCB's, GLM-UCB's and UCB-GLM's act."""
+    scores, bonus = optimistic_scores(code, mean_scale, contexts, theta, inverse, alpha)
+    arm, p = greedy_choice(word, scores, mask)
+    return arm, scores[arm], bonus[arm], p

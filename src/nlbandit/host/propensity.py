@@ -1,9 +1,10 @@
 """The probability of a Thompson-type choice on the host: one vectorised block of Gaussian draws, each
 integrated exactly along the chosen arm's own direction (conditional Monte Carlo).
 
-A Thompson-type policy (Lin-TS, GLM-TSL, GLM-FPL with the identity link) chooses argmax_a s_a with scores
-s = μ + c F ξ, ξ ~ N(0, I_r), given the history: the round's *score law* (μ, F, c), declared by its host round
-(:attr:`nlbandit.host.rounds.HostRound.law`). For the chosen arm a with row f = F_a ≠ 0, write ξ = u e + ξ⊥,
+A Thompson-type policy (Lin-TS, GLM-TSL, GLM-FPL with the identity link) plays argmax_a x_aᵀθ̃ with
+θ̃ = θ̄ + c M ξ, ξ ~ N(0, I_r), given the history: the round's *law* (θ̄, M, c), which its host round's
+``estimate`` derives (:attr:`nlbandit.host.rounds.HostRound.estimate`), so its scores are s = μ + c F ξ with
+μ = Xθ̄ and F = XM for the round's contexts X. For the chosen arm a with row f = F_a ≠ 0, write ξ = u e + ξ⊥,
 e = f/‖f‖, u ~ N(0, 1) independent of ξ⊥. Given ξ⊥, every score is affine in the scalar u,
 s_b = μ_b + c(ρ_b u + g_b) with ρ_b = F_b·e, g_b = F_b·ξ⊥ (and ρ_a = ‖f‖, g_a = 0), so arm a wins on an
 interval of u whose Gaussian mass is exact: P(a | ξ⊥) = Φ(hi) − Φ(lo). The estimate is the mean of P(a | ξ⊥)
@@ -13,6 +14,7 @@ as large where the choice is likely, several times smaller where it is unlikely 
 :mod:`nlbandit.agent` gives the measurements). The standard error is the pairs' sample standard deviation
 over √N. Arms whose score equals a's under every
 draw (the same row of the law: duplicated contexts) tie with it, and the tie rule splits their wins evenly.
+A policy's act calls :func:`choice_probability` in the compiled call that makes its choice.
 """
 
 from __future__ import annotations
@@ -89,13 +91,13 @@ def _conditional_rate(mean, factor, scale, mask, arm, normals):
     return p, math.sqrt(var / n)
 
 
-def gaussian_choice_probability(mean: np.ndarray, factor: np.ndarray, scale: float, mask: np.ndarray | None,
-                                arm: int, normals: np.ndarray) -> tuple[float, float]:
-    """(p̂, standard error) of P(argmax_a (μ + c F ξ)_a = ``arm``) among the available arms (``mask``, None for
-    all), from ``normals`` (r, N) standard normals: N antithetic pairs, each integrated exactly along the arm's
-    direction (module docstring)."""
-    return _conditional_rate(mean, np.ascontiguousarray(factor), float(scale), mask, int(arm),
-                             np.ascontiguousarray(normals))
+@njit(cache=True)
+def choice_probability(contexts, center, factor, scale: float, mask, arm: int, normals) -> tuple[float, float]:
+    """(p̂, standard error) of P(argmax_a x_aᵀθ̃ = ``arm``) among the available arms (``mask``, None for all) of
+    ``contexts`` X (K, d), θ̃ = ``center`` + ``scale`` · ``factor`` ξ with ξ ~ N(0, I_r) (``factor`` (d, r)),
+    from ``normals`` (r, N) standard normals: N antithetic pairs, each integrated exactly along the arm's
+    direction (module docstring). A law of the scores themselves is the identity's contexts (X = I_K)."""
+    return _conditional_rate(contexts @ center, contexts @ factor, scale, mask, arm, normals)
 
 
-__all__ = ["gaussian_choice_probability"]
+__all__ = ["choice_probability"]

@@ -30,7 +30,3 @@ def ridge_update(state: Ridge, x: np.ndarray, y) -> Ridge:
     b = state.b + (x * y if state.b.ndim == 1 else y[:, None] * x)
     return Ridge(v_inv, b, state.logdet + dlogdet)
 
-
-def mahalanobis_widths(inverse: np.ndarray, contexts: np.ndarray) -> np.ndarray:
-    """‖x‖_{M⁻¹} for each row x of ``contexts`` (K, d), negative rounding clipped to 0."""
-    return np.sqrt(np.maximum(((contexts @ inverse) * contexts).sum(axis=1), 0.0))

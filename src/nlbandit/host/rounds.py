@@ -36,16 +36,18 @@ class HostRound(NamedTuple):
       update: ``update(params, state, draws, contexts, arm, reward, t) -> state``.
       act_draws, update_draws: one round key → the tuple of arrays that ``act`` / ``update`` read as
         ``draws`` (the jitted policy's draws from that key); None when the step draws nothing.
-      law: for a Thompson-type policy, ``law(params, state, contexts) -> (μ, F, c)``: its scores given the
-        history are μ + c F ξ with ξ ~ N(0, I) (the agent estimates the probability of its choice from one
-        block of draws, :mod:`nlbandit.host.propensity`); None for the others.
+      estimate: for a Thompson-type policy, whose parameters given the history are θ̃ = θ̄ + c M ξ with
+        ξ ~ N(0, I_d): ``estimate(params, state, draws, contexts, mask, t, normals) -> (arm, score, bonus, p,
+        se)``, ``act`` with the probability of its choice estimated from ``normals`` (d, N) standard normals in
+        the same compiled call (:mod:`nlbandit.host.propensity`), ``se`` None where the probability is exact (a
+        planned arm); None for the others.
     """
 
     act: Callable[..., Round]
     update: Callable[..., Any]
     act_draws: Callable[[jax.Array], tuple] | None
     update_draws: Callable[[jax.Array], tuple] | None
-    law: Callable[..., tuple] | None = None
+    estimate: Callable[..., tuple] | None = None
 
 
 class LastState:

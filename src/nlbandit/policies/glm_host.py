@@ -39,7 +39,8 @@ def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
     """The warm-up plan's arm of round ``t`` while the warm-up lasts and that arm is on offer, else None
     (:func:`~nlbandit.policies.warmup.warmup_arm`)."""
     warmup = state.warmup
-    if t > warmup.length:  # (after the warm-up: one comparison, not the plan's lookup too)
+    if t > int(warmup.length):  # (after the warm-up: one comparison, not the plan's lookup too; a 0-d array's
+        # comparison costs ten times its conversion)
         return None
     arm = int(warmup.plan[min(t - 1, warmup.plan.shape[0] - 1)])
     return arm if mask is None or mask[arm] else None
@@ -58,13 +59,13 @@ def _glm_optimistic(config: dict[str, Any], mean_scale: bool) -> HostRound:
     code = glm.LINK_CODES[config["link"]]
 
     def act(params, state, draws, contexts, mask, t):
-        scores, bonus = glm.optimistic_scores(code, mean_scale, contexts, state.theta, state.v_inv,
-                                              float(params.alpha))
         planned = _planned(state, t, mask)
         if planned is not None:
+            scores, bonus = glm.optimistic_scores(code, mean_scale, contexts, state.theta, state.v_inv,
+                                                  float(params.alpha))
             return planned, scores[planned], bonus[planned], 1.0
-        arm, p = exploration.greedy_choice(draws[0], scores, mask)
-        return arm, scores[arm], bonus[arm], p
+        return glm.optimistic_choice(draws[0], code, mean_scale, contexts, state.theta, state.v_inv,
+                                     float(params.alpha), mask)
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows, n, y = _pulled(state, arm, reward)
@@ -84,16 +85,23 @@ def ucb_glm(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     return _glm_optimistic(config, mean_scale=False)
 
 
+def _planned_round(contexts: np.ndarray, arm: int, theta: np.ndarray, center: np.ndarray | None) -> Round:
+    """(arm, score, bonus, 1) of a planned arm of GLM-TSL or GLM-FPL: the bonus the score's excess over the
+    centre θ̄ where one is given, else NaN."""
+    score = contexts[arm] @ theta
+    return arm, score, math.nan if center is None else score - contexts[arm] @ center, 1.0
+
+
 def _sampled_act(centred: bool) -> Callable[..., Round]:
-    """``act`` playing argmax_x xᵀθ̃ (GLM-TSL, GLM-FPL: the update drew θ̃; the probability is the agent's
-    estimate), the warm-up's planned arms first; with ``centred``, the bonus is the excess over the centre θ̄."""
+    """``act`` playing argmax_x xᵀθ̃ (GLM-TSL, GLM-FPL: the update drew θ̃; the probability is estimated where
+    the policy's ``estimate`` is asked for it), the warm-up's planned arms first; with ``centred``, the bonus is
+    the excess over the centre θ̄."""
 
     def act(params, state, draws, contexts, mask, t):
         planned = _planned(state, t, mask)
         if planned is None:
             return (*glm.sampled_choice(draws[0], contexts, state.theta, state.center, mask, centred), math.nan)
-        score = contexts[planned] @ state.theta
-        return planned, score, score - contexts[planned] @ state.center if centred else math.nan, 1.0
+        return _planned_round(contexts, planned, state.theta, state.center if centred else None)
 
     return act
 
@@ -114,7 +122,7 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_tsl` (constant scale a): θ̄ = the Newton MLE, θ̃ = θ̄ + a L⁻ᵀ ξ with
     L Lᵀ = H(θ̄), drawn by the update; play argmax_x xᵀθ̃."""
     code = glm.LINK_CODES[config["link"]]
-    last = LastState()  # the state's Hessian factor L at θ̄: its update computes it, its law reads it
+    last = LastState()  # the state's Hessian factor L at θ̄: its update computes it, its estimate reads it
 
     def hessian_factor(params, state):
         rows = state.rows
@@ -122,18 +130,22 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 
     def update(params, state, draws, contexts, arm, reward, t):  # (identity link: H = G, the last state's
         rows = state.rows  # factor with one more pull added)
-        n, y, center, h = glm.refit_after_pull(code, hessian_factor(params, state) if code == IDENTITY else NO_FACTOR,
-                                               rows.x, rows.n, rows.y, arm, float(reward), 0.0, None, float(params.lam),
-                                               state.center, True, *glm.NEWTON_OPTIONS)
-        learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), center=center,
-                                theta=glm.thompson_sample(h, center, float(params.a), draws[0]))
+        n, y, center, theta, h = glm.laplace_refit(code, hessian_factor(params, state) if code == IDENTITY else
+                                                   NO_FACTOR, rows.x, rows.n, rows.y, arm, float(reward),
+                                                   float(params.lam), state.center, float(params.a), draws[0],
+                                                   *glm.NEWTON_OPTIONS)
+        learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), center=center, theta=theta)
         last.put(learnt, h)
         return learnt
 
-    def law(params, state, contexts):  # scores X θ̄ + a X L⁻ᵀ ξ
-        return (*glm.thompson_law(hessian_factor(params, state), contexts, state.center), float(params.a))
+    def estimate(params, state, draws, contexts, mask, t, normals):  # θ̃ = θ̄ + a L⁻ᵀ ξ
+        planned = _planned(state, t, mask)
+        if planned is not None:
+            return (*_planned_round(contexts, planned, state.theta, state.center), None)
+        return glm.laplace_decision(draws[0], contexts, state.theta, state.center, hessian_factor(params, state),
+                                    float(params.a), mask, normals)
 
-    return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d), law)
+    return HostRound(_sampled_act(centred=True), update, _act_tie_word, _fit_key_normals(spec.d), estimate)
 
 
 def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
@@ -158,13 +170,16 @@ def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
             last.put(learnt, h)
         return learnt
 
-    def law(params, state, contexts):  # identity link: the fit is linear in the perturbation, exactly Gaussian
+    def estimate(params, state, draws, contexts, mask, t, normals):  # identity link: θ̃ is exactly Gaussian
+        planned = _planned(state, t, mask)
+        if planned is not None:
+            return (*_planned_round(contexts, planned, state.theta, None), None)
         rows = state.rows
-        mean, factor = glm.perturbed_fit_law(gram_factor(params, state), rows.x, rows.y, float(params.lam), contexts)
-        return mean, factor, float(params.a)
+        return glm.perturbed_fit_decision(draws[0], contexts, state.theta, gram_factor(params, state), rows.x,
+                                          rows.y, float(params.lam), float(params.a), mask, normals)
 
     return HostRound(_sampled_act(centred=False), update, _act_tie_word, _fit_key_normals(spec.k),
-                     law if config["link"] == "identity" else None)
+                     estimate if code == IDENTITY else None)
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,11 +14,13 @@ import numpy as np
 from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration, glm
-from nlbandit.host.ridge import mahalanobis_widths, ridge_update
+from nlbandit.host.ridge import ridge_update
 from nlbandit.host.rounds import HostRound, LastState, ridge_learn, tie_word
 from nlbandit.policies.exploration import member_and_tie_words
 from nlbandit.policies.linear import LinES, lin_ts_draws
 
+
+IDENTITY = glm.LINK_CODES["identity"]
 
 AGENT_DEFAULTS = {"lin-ucb": {"width": "constant", "alpha": 1.0}, "lin-ts": {"v": 0.1}, "lin-es": {"prior_scale": 1.0}}
 """The online agent's practice defaults (:func:`nlbandit.agent.agent_defaults`), measured on held-out problems by
@@ -38,10 +40,8 @@ def lin_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
                 params.lam) * params.s
         else:
             alpha = params.alpha
-        bonus = alpha * mahalanobis_widths(state.v_inv, contexts)
-        scores = contexts @ (state.b @ state.v_inv) + bonus
-        arm, p = exploration.greedy_choice(draws[0], scores, mask)
-        return arm, scores[arm], bonus[arm], p
+        return glm.optimistic_choice(draws[0], IDENTITY, False, contexts, state.b @ state.v_inv, state.v_inv,
+                                     float(alpha), mask)
 
     return HostRound(act, ridge_learn, tie_word, None)
 
@@ -55,23 +55,18 @@ def _lin_ts_draws(d: int) -> Callable[[jax.Array], tuple]:
 
 def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
-    probability from the Gaussian law of its scores, ``law``: :mod:`nlbandit.host.propensity`)."""
-    last = LastState()  # the state's (θ̂, L): a round's act and law read the same state
+    probability from the Gaussian law of θ̃, ``estimate``: :mod:`nlbandit.host.propensity`)."""
+    last = LastState()  # the state's (θ̂, L): derived once per state
 
-    def factors(state):
-        return last.get(state, lambda: (state.b @ state.v_inv, glm.cholesky(state.v_inv)))
+    def estimate(params, state, draws, contexts, mask, t, normals):
+        z, tie_word = draws
+        center, factor = last.get(state, lambda: (state.b @ state.v_inv, glm.cholesky(state.v_inv)))
+        return glm.thompson_decision(tie_word, contexts, center, factor, float(params.v), z, mask, normals)
 
     def act(params, state, draws, contexts, mask, t):
-        z, tie_word = draws
-        center, factor = factors(state)
-        return (*glm.sampled_choice(tie_word, contexts, center + params.v * (factor @ z), center, mask, True),
-                math.nan)
+        return estimate(params, state, draws, contexts, mask, t, None)[:4]
 
-    def law(params, state, contexts):  # scores X θ̂ + v X L z
-        center, factor = factors(state)
-        return contexts @ center, contexts @ factor, float(params.v)
-
-    return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None, law)
+    return HostRound(act, ridge_learn, _lin_ts_draws(spec.d), None, estimate)
 
 
 @functools.lru_cache(maxsize=None)
