@@ -384,10 +384,12 @@ def sampled_choice(word, contexts, theta, center, mask, centred: bool):
 
 
 @njit(cache=True)
-def thompson_decision(word, contexts, center, factor, scale: float, z, mask, normals):
-    """Lin-TS's act in one call: (arm, score, bonus, p̂, se) of argmax_x xᵀθ̃, θ̃ = θ̄ + c M z (``center``,
-    ``scale``, ``factor``), the bonus its excess over xᵀθ̄ (:func:`sampled_choice`), and the probability of
-    that choice under the law of θ̃ estimated from ``normals`` (NaN without them)."""
+def thompson_decision(word, contexts, b, inverse, scale: float, z, mask, normals):
+    """Lin-TS's act in one call: (arm, score, bonus, p̂, se) of argmax_x xᵀθ̃, θ̃ = θ̂ + v L z with θ̂ = V⁻¹b
+    and L Lᵀ = V⁻¹ (``inverse``, :func:`cholesky`; ``scale`` v), the bonus its excess over xᵀθ̂
+    (:func:`sampled_choice`), and the probability of that choice under the law of θ̃ estimated from ``normals``
+    (NaN without them)."""
+    center, factor = b @ inverse, cholesky(inverse)
     arm, score, bonus = sampled_choice(word, contexts, center + scale * (factor @ z), center, mask, True)
     if normals is None:
         return arm, score, bonus, np.nan, np.nan

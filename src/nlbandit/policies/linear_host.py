@@ -15,7 +15,7 @@ from nlbandit.core.keys import normal
 from nlbandit.core.types import ProblemSpec
 from nlbandit.host import exploration, glm
 from nlbandit.host.ridge import ridge_update
-from nlbandit.host.rounds import HostRound, LastState, ridge_learn, tie_word
+from nlbandit.host.rounds import HostRound, ridge_learn, tie_word
 from nlbandit.policies.exploration import member_and_tie_words
 from nlbandit.policies.linear import LinES, lin_ts_draws
 
@@ -56,12 +56,10 @@ def _lin_ts_draws(d: int) -> Callable[[jax.Array], tuple]:
 def lin_ts(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.linear.lin_ts`: θ̃ = θ̂ + v L z with L Lᵀ = V⁻¹, play argmax_x xᵀθ̃ (the
     probability from the Gaussian law of θ̃, ``estimate``: :mod:`nlbandit.host.propensity`)."""
-    last = LastState()  # the state's (θ̂, L): derived once per state
 
     def estimate(params, state, draws, contexts, mask, t, normals):
         z, tie_word = draws
-        center, factor = last.get(state, lambda: (state.b @ state.v_inv, glm.cholesky(state.v_inv)))
-        return glm.thompson_decision(tie_word, contexts, center, factor, float(params.v), z, mask, normals)
+        return glm.thompson_decision(tie_word, contexts, state.b, state.v_inv, float(params.v), z, mask, normals)
 
     def act(params, state, draws, contexts, mask, t):
         return estimate(params, state, draws, contexts, mask, t, None)[:4]
