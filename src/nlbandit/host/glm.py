@@ -430,14 +430,27 @@ def perturbed_fit_law(chol, x, y, lam: float):
     Cov = G⁻¹XᵀNXG⁻¹ = G⁻¹ − λG⁻², by Cholesky with a 1e-12 relative jitter (Cov is singular while some direction
     has no pull)."""
     d = x.shape[1]
-    half = _lower_inverse(chol)
-    inverse = np.ascontiguousarray(half.T) @ half
-    cov = inverse - lam * (inverse @ inverse)
-    jitter = 1e-12 * max(np.max(np.diag(cov)), 1e-300)
+    half = _lower_inverse(chol)  # W = L⁻¹, so G⁻¹ = WᵀW; both symmetric products by loops over one triangle
+    inverse, cov = np.empty((d, d)), np.zeros((d, d))
+    for i in range(d):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(i, d):  # (W lower: W_ki W_kj vanishes for k < i)
+                acc += half[k, i] * half[k, j]
+            inverse[i, j] = inverse[j, i] = acc
+    top = 0.0
+    for i in range(d):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(d):
+                acc += inverse[i, k] * inverse[j, k]
+            cov[i, j] = inverse[i, j] - lam * acc
+        top = max(top, cov[i, i])
+    jitter = 1e-12 * max(top, 1e-300)
     for i in range(d):
         cov[i, i] += jitter
-    _cholesky(cov)
-    return inverse @ (x.T @ y), np.tril(cov)
+    _cholesky(cov)  # (reads and writes the lower triangle; the upper stays 0)
+    return inverse @ (x.T @ y), cov
 
 
 @njit(cache=True)
