@@ -198,6 +198,28 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 1  # only the stale one
 
 
+def test_revalidate_keys_a_run_stored_before_a_hyperparameter_existed_as_the_file_does(tmp_path, experiment_file):
+    """A run stored before its policy had a hyperparameter (its stored configuration lacks ``lam``, whose default
+    keeps the former numbers) is adopted under the series id the experiment file computes now, so the next run
+    of the file finds it (before, it was recomputed from its configuration as stored: left stale where the policy
+    needs the new field, here; re-keyed without it where the policy reads a default, Sun's MLP biases, 2026-11-26;
+    either way the file computed it again)."""
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.experiments.plan import load_experiment
+
+    exp = load_experiment(experiment_file(EXPERIMENT))
+    with Store(tmp_path / "r.duckdb") as store:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        for row in store.index():
+            policy = {k: v for k, v in row["config"]["policy"].items() if k != "lam"}
+            assert store.adopt(row["series_id"], "old-" + row["series_id"],
+                               {**row["config"], "policy": policy, "code": "0" * 16})
+        adopted, stale = revalidate(store, log=lambda m: None)
+        assert len(adopted) == 2 and not stale
+        assert {r["series_id"] for r in store.index()} == {r.series_id for r in exp.runs}
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+
+
 def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, monkeypatch):
     """The stale points of a policy's grid are recomputed side by side, one batch (one compilation), and each is
     adopted: a grid of three α values of LinUCB and uniform play make two batches."""

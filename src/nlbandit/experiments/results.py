@@ -26,9 +26,11 @@ import numpy as np
 
 from nlbandit.core.hyper import ConfigError
 from nlbandit.data.cache import DataError
+from nlbandit.envs.registry import resolve_env
 from nlbandit.experiments.runner import batch_key
 from nlbandit.experiments.spec import RunConfig, run_code
 from nlbandit.loops import DEFAULT_LOOP, LOOPS
+from nlbandit.policies.registry import resolve_policy
 from nlbandit.store import Store
 
 
@@ -82,6 +84,17 @@ def matches(out: Any, i: int, stored: Any) -> bool:
                for m in stored.curves)
 
 
+def _with_defaults(resolve: Callable[[dict[str, Any]], dict[str, Any]], config: Any) -> Any:
+    """A stored environment or policy configuration resolved by the current code (``resolve``), so that a
+    hyperparameter added since appears at its default, as in the configurations the experiment files resolve to
+    (the recomputed seeds then say whether that default keeps the stored numbers); as stored where it does not
+    resolve (another loop's configuration)."""
+    try:
+        return resolve(dict(config))
+    except (ConfigError, TypeError, ValueError):
+        return config
+
+
 def revalidate(store: Store, log: Callable[[str], None] = print,
                experiments: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """Adopt every stale series whose policy and environment still exist and whose :func:`matches` holds under
@@ -93,8 +106,9 @@ def revalidate(store: Store, log: Callable[[str], None] = print,
             continue
         if not row["current"] and current_code(row["config"]) is not None:
             seeds = row["seeds"]
-            run = RunConfig.from_identity({**row["config"], "n_seeds": len(seeds), "seed_offset": seeds[0]},
-                                          row["label"])
+            run = RunConfig.from_identity({**row["config"], "env": _with_defaults(resolve_env, row["config"]["env"]),
+                                           "policy": _with_defaults(resolve_policy, row["config"]["policy"]),
+                                           "n_seeds": len(seeds), "seed_offset": seeds[0]}, row["label"])
             groups.setdefault((batch_key(run), tuple(sample_seeds(seeds))), []).append((row, run))
     adopted, stale = [], []
     for (_, sample), group in groups.items():
