@@ -22,13 +22,7 @@ from nlbandit.report.runlist import run_list_path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "docs" / "reproductions").glob("*/*.md"))
-STALE: set[str] = {
-    # Sun's neural figures: the MLP gained optional biases (default off; the bias-free numbers are unchanged, golden
-    # fingerprints included), so their runs' code changed: `nlbandit results revalidate --reports
-    # docs/reproductions/sun2025` (two seeds per run, about 65 minutes by the reports' own times) adopts them; Figs. 1f
-    # and 5 were regenerated on 2026-11-26.
-    "sun2025/fig1d_distance.md", "sun2025/fig1e_quadratic.md", "sun2025/fig2d_network.md", "sun2025/fig4b_large.md",
-}
+STALE: set[str] = set()
 """Reports computed by code that has changed since, to be regenerated at full scale (the command at the top of
 each) or revalidated (``nlbandit results revalidate --reports``)."""
 
