@@ -42,6 +42,11 @@ check = "upper(paired('TS', 'U')) < 0"
 name = "bounded"
 text = "no paired comparison"
 check = "regret('U') <= T"
+
+[[claims]]
+name = "near"
+text = "TS within a quarter of uniform's regret above it (a margin evaluated on the curves)"
+check = "paired('TS', 'U') <= 0.25 * regret('U')"
 """
 
 
@@ -99,6 +104,12 @@ def test_the_command_reads_a_stored_pilot(tmp_path, capsys, text):
     # (the printed values are rounded to 3 significant digits: the count lies between those of ±1% of them)
     assert mean < 0 and seeds_needed(mean * 1.01, sd * 0.99) <= needed <= seeds_needed(mean * 0.99, sd * 1.01)
     assert f"learns: {needed} seeds to resolve all 1" in text and "bounded" not in text
+    near = re.search(r"near: .*\n  paired\('TS', 'U'\): mean (\S+), sd (\S+) over 4 seeds against the margin (\S+) -> "
+                     r"(\d+) seeds", text)
+    assert near, text  # counted against the margin d̄ − m, not the sign: far fewer seeds than the sign would need
+    mean, sd, margin, needed = (float(near.group(i)) for i in range(1, 5))
+    assert margin > 0 and seeds_needed((mean - margin) * 1.01, sd * 0.99) <= needed <= seeds_needed(
+        (mean - margin) * 0.99, sd * 1.01)
     assert main(argv + ["--power", "1.5"]) == 2 and "--power" in capsys.readouterr().err
 
 

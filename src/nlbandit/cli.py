@@ -398,7 +398,8 @@ def _seeds(args: argparse.Namespace) -> int:
         for c in comparisons:
             need = (f"{c.needed} seeds" if c.needed is not None else
                     "median: not estimated" if c.stat != "mean" else "out of reach")
-            print(f"  {c.call}: mean {c.mean:.3g}, sd {c.sd:.3g} over {c.seeds} seeds -> {need}")
+            margin = f" against the margin {c.margin:.3g}" if c.margin else ""
+            print(f"  {c.call}: mean {c.mean:.3g}, sd {c.sd:.3g} over {c.seeds} seeds{margin} -> {need}")
     return 0
 
 

@@ -254,6 +254,7 @@ class _Evaluator:
         self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
         self.differences: list[tuple[str, str, np.ndarray]] = []  # every paired(): (call, stat, per-seed a − b)
+        self.margins: dict[str, float] = {}  # a paired() call compared with a number → that number
 
     def __call__(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
@@ -282,15 +283,27 @@ class _Evaluator:
             values = [self._truth(self(v)) for v in node.values]
             return _kleene_and(values) if isinstance(node.op, ast.And) else _kleene_or(values)
         if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-            left, outcomes = self(node.left), []
+            left_node, left, outcomes = node.left, self(node.left), []
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
                 outcomes.append(None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right))
-                left = right
+                self._note_margin(left_node, left, right_node, right)
+                left_node, left = right_node, right
             return _kleene_and(outcomes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return self._call(node)
         raise ConfigError(f"unsupported expression element {ast.unparse(node)!r}")
+
+    def _note_margin(self, left_node: ast.AST, left: Any, right_node: ast.AST, right: Any) -> None:
+        """Where a comparison sets ``paired(...)`` (or its ``lower``/``upper`` end) against a number, keep that
+        number as the call's margin (:attr:`margins`)."""
+        for node, other in ((left_node, right), (right_node, left)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("lower", "upper") \
+                    and len(node.args) == 1:
+                node = node.args[0]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "paired" and \
+                    isinstance(other, (int, float)) and not isinstance(other, bool):
+                self.margins[ast.unparse(node)] = float(other)
 
     @staticmethod
     def _truth(value) -> bool | None:
@@ -526,12 +539,14 @@ def evaluate_claim(check: str, curves: Curves, horizon: int, grid: Callable[[str
 
 
 def paired_differences(check: str, curves: Curves, horizon: int, grid: Callable[[str], list[Any]] = lambda key: [],
-                       functions: tuple[ClaimFunction, ...] = ()) -> list[tuple[str, str, np.ndarray]]:
+                       functions: tuple[ClaimFunction, ...] = ()) -> list[tuple[str, str, np.ndarray, float]]:
     """Every ``paired(a, b, ...)`` that evaluating ``check`` computes (one reading a case that was not run is left
-    out): (the call, its statistic, the per-seed differences a − b), for :mod:`nlbandit.experiments.power`."""
+    out): (the call, its statistic, the per-seed differences a − b, the number the claim compares it or its
+    ``lower``/``upper`` end with: its margin, evaluated on these curves; 0 where it is compared with none), for
+    :mod:`nlbandit.experiments.power`."""
     ev = _Evaluator(curves, horizon, grid, functions)
     ev(parse_claim(check))
-    return ev.differences
+    return [(call, stat, diff, ev.margins.get(call, 0.0)) for call, stat, diff in ev.differences]
 
 
 def _depth(node: ast.AST) -> int:

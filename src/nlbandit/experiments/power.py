@@ -1,14 +1,15 @@
 """How many seeds a figure needs, from a pilot: the sample size at which each paired comparison of its claims is
 resolved, fixed before the figure's own run (issue 33 item 4: never raise seeds after seeing an INCONCLUSIVE).
 
-A claim's ``paired(a, b)`` is resolved when the 95% Student-t interval of the per-seed differences a − b excludes
-0 (:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard deviation
-s, a run of n fresh seeds resolves it with probability about Φ(|d̄|√n / s − t₀.₉₇₅,ₙ₋₁) (the t statistic taken as
-normal around its mean; slightly optimistic for small n), so the seeds needed at power β are the smallest n ≥ 2
-with |d̄|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ is itself an estimate: a small pilot can miss an effect or
-overstate it, so the count is a planning figure, stated in the experiment file with its pilot and then used
-once, on seeds the pilot did not use. The count is for resolving the sign (the interval against 0); a claim
-that compares an interval with a margin (``lower(paired(a, b)) > m``) needs more (|d̄ − m| in place of |d̄|).
+A claim's ``paired(a, b)`` is resolved when the 95% Student-t interval of the per-seed differences a − b lies on
+one side of the number the claim compares it with, its margin m (``paired(a, b) <= 0.25 * regret('b')``,
+``lower(paired(a, b)) > 5``; 0 where it is compared with none, e.g. a bare sign; the margin is evaluated on the
+pilot) (:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard
+deviation s, a run of n fresh seeds resolves it with probability about Φ(|d̄ − m|√n / s − t₀.₉₇₅,ₙ₋₁) (the t
+statistic taken as normal around its mean; slightly optimistic for small n), so the seeds needed at power β are
+the smallest n ≥ 2 with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small
+pilot can miss an effect or overstate it, so the count is a planning figure, stated in the experiment file with
+its pilot and then used once, on seeds the pilot did not use.
 ``nlbandit seeds FILE --scale S --db DB`` prints it per claim (``docs/experiments.md``).
 """
 
@@ -29,8 +30,8 @@ MAX_SEEDS = 1_000_000
 
 class Comparison(NamedTuple):
     """One ``paired()`` of a claim on the pilot: the call, the pilot's seeds, mean difference and standard
-    deviation, and the seeds a run needs to resolve it (None: out of reach, or a median, which this does not
-    estimate)."""
+    deviation, the seeds a run needs to resolve it against its margin (None: out of reach, or a median, which this
+    does not estimate), and that margin (module docstring)."""
 
     call: str
     stat: str
@@ -38,11 +39,13 @@ class Comparison(NamedTuple):
     mean: float
     sd: float
     needed: int | None
+    margin: float = 0.0
 
 
 def seeds_needed(mean: float, sd: float, power: float = 0.8) -> int | None:
-    """The smallest n ≥ 2 with |mean|·√n / sd ≥ t₀.₉₇₅,ₙ₋₁ + z_power (module docstring); 2 where sd = 0 and mean ≠ 0;
-    None where mean = 0 or n would exceed :data:`MAX_SEEDS`."""
+    """The smallest n ≥ 2 with |mean|·√n / sd ≥ t₀.₉₇₅,ₙ₋₁ + z_power (module docstring; ``mean`` the pilot's mean
+    difference less the margin); 2 where sd = 0 and mean ≠ 0; None where mean = 0 or n would exceed
+    :data:`MAX_SEEDS`."""
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), got {power}")
     if mean == 0.0 or not math.isfinite(mean) or not math.isfinite(sd):
@@ -72,11 +75,11 @@ def claim_comparisons(exp, curves, power: float = 0.8) -> list[tuple[str, list[C
     for claim in exp.claims:
         found = paired_differences(claim.check, curves, exp.horizon, grid, functions)
         comparisons = []
-        for call, stat, diff in found:
+        for call, stat, diff, margin in found:
             sd = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
             mean = float(diff.mean())
-            needed = seeds_needed(mean, sd, power) if stat == "mean" and diff.size > 1 else None
-            comparisons.append(Comparison(call, stat, int(diff.size), mean, sd, needed))
+            needed = seeds_needed(mean - margin, sd, power) if stat == "mean" and diff.size > 1 else None
+            comparisons.append(Comparison(call, stat, int(diff.size), mean, sd, needed, margin))
         if comparisons:
             out.append((claim.name, comparisons))
     return out
