@@ -65,6 +65,7 @@ match what the policy builds now, each with a message saying so.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -784,12 +785,11 @@ def _finite(leaves: list, checked: list = ()) -> bool:
     """Whether every floating array of ``leaves`` (a state's) is finite, skipping those that are the very objects
     at the same place in ``checked`` (the leaves of the state last checked: a host round never changes a state's
     arrays in place, tests/test_host_rounds.py, so an array carried over unchanged was checked already)."""
-    for i, a in enumerate(leaves):
-        if i < len(checked) and a is checked[i]:
-            continue
-        a = a if isinstance(a, np.ndarray) else np.asarray(a)
-        if a.dtype.kind == "f" and not all_finite(a):
-            return False
+    for a, before in itertools.zip_longest(leaves, checked[:len(leaves)]):
+        if a is not before:
+            a = a if isinstance(a, np.ndarray) else np.asarray(a)
+            if a.dtype.kind == "f" and not all_finite(a):
+                return False
     return True
 
 
