@@ -258,8 +258,16 @@ def ensemble_newton_solve(code: int, x, w, s, lam: float, thetas, iterations: in
     rounding of zero, as after the identity link's first two: the next ones change θ by rounding only), then,
     for each member that fails the contraction test, single Newton iterations (from the chord iterate if its last
     step shrank, else from its warm start) until one converges or ``max_iter`` have run. Returns (m, d)."""
+    m = thetas.shape[0]
+    return _ensemble_newton(code, x, w, s, lam, thetas, hessian_cholesky(code, x, w, lam, thetas.sum(axis=0) / m),
+                            iterations, tol, max_iter, grad_tol, max_halvings)
+
+
+@njit(cache=True)
+def _ensemble_newton(code: int, x, w, s, lam: float, thetas, h, iterations: int, tol: float, max_iter: int,
+                     grad_tol: float, max_halvings: int):
+    """:func:`ensemble_newton_solve` given ``h``, holding the Cholesky factor of the chord steps' Hessian."""
     m, d = thetas.shape
-    h = hessian_cholesky(code, x, w, lam, thetas.sum(axis=0) / m)
     theta = thetas.copy()
     before, last = np.full(m, np.inf), np.full(m, np.inf)
     residual, step = np.empty((x.shape[0], m)), np.empty(d)
@@ -289,6 +297,25 @@ def ensemble_newton_solve(code: int, x, w, s, lam: float, thetas, iterations: in
                 break
         theta[j] = current
     return theta
+
+
+@njit(cache=True)
+def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, sigma_r: float, noise, lam: float,
+                              thetas, iterations: int, tol: float, max_iter: int, grad_tol: float, max_halvings: int):
+    """GLM-ES's learning step in one call: one pull of ``arm`` paying ``reward``, each member's sum perturbed by
+    σ_R times its entry of ``noise`` (m,), and the members refitted from ``thetas`` (:func:`ensemble_newton_solve`;
+    the identity link: with the Gram factor ``chol`` of the state before the pull, updated by :func:`cholesky_add`,
+    its Hessian at any θ). Returns (n, y, θ (m, d), L: the identity link's updated factor, else an empty array)."""
+    n, y = n.copy(), y.copy()
+    n[arm] += 1.0
+    for j in range(y.shape[1]):
+        y[arm, j] += reward + sigma_r * noise[j]
+    if code == 0:
+        h = cholesky_add(chol, x[arm])
+        return n, y, _ensemble_newton(code, x, n, y, lam, thetas, h, iterations, tol, max_iter, grad_tol,
+                                      max_halvings), h
+    theta = ensemble_newton_solve(code, x, n, y, lam, thetas, iterations, tol, max_iter, grad_tol, max_halvings)
+    return n, y, theta, np.empty((0, 0))
 
 
 @njit(cache=True)

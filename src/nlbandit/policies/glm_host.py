@@ -192,9 +192,16 @@ def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
 def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_es` with per-arm statistics and the ensemble Newton solver: every member's
     reward sums get their own perturbation of each reward, all members are refitted together
-    (:func:`nlbandit.host.glm.ensemble_newton_solve`); play member j_t's argmax, the warm-up's planned arms
-    first, with the exact probability over the member draw."""
+    (:func:`nlbandit.host.glm.ensemble_refit_after_pull`; the identity link's Gram factor kept by a rank-one
+    update per pull); play member j_t's argmax, the warm-up's planned arms first, with the exact probability over
+    the member draw."""
     code = glm.LINK_CODES[config["link"]]
+    last = LastState()  # identity link: the Cholesky factor of the state's G
+
+    def gram_factor(params, state):
+        rows = state.rows
+        return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam),
+                                                            state.theta[0]))
 
     def act(params, state, draws, contexts, mask, t):
         member_word, tie_word = draws[0]
@@ -208,12 +215,14 @@ def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
                                                                             int(params.m_used))
 
     def update(params, state, draws, contexts, arm, reward, t):
-        rows = state.rows
-        n, y = rows.n.copy(), rows.y.copy()
-        n[arm] += 1.0
-        y[arm] += reward + params.sigma_r * draws[0]
-        theta = glm.ensemble_newton_solve(code, rows.x, n, y, float(params.lam), state.theta, *glm.ENSEMBLE_OPTIONS)
-        return state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
+        rows = state.rows  # (identity link: the last state's Gram factor, one more pull added)
+        n, y, theta, h = glm.ensemble_refit_after_pull(
+            code, gram_factor(params, state) if code == IDENTITY else NO_FACTOR, rows.x, rows.n, rows.y, arm,
+            float(reward), float(params.sigma_r), draws[0], float(params.lam), state.theta, *glm.ENSEMBLE_OPTIONS)
+        learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
+        if code == IDENTITY:
+            last.put(learnt, h)
+        return learnt
 
     return HostRound(act, update, ensemble_words, _member_noise(config["m"]))
 
