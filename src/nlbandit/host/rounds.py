@@ -53,7 +53,7 @@ class HostRound(NamedTuple):
 class LastState:
     """A value derived from a host state, kept for the last state object it was derived from: host rounds never
     change a state's arrays in place (a learnt state is a new object; tests/test_host_rounds.py), so a round's
-    ``act``, its probability's ``law`` and the next ``update`` derive it once."""
+    ``act`` or ``estimate`` and the next ``update`` derive it once."""
 
     def __init__(self):
         self._state: Any = None

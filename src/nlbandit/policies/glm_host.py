@@ -39,8 +39,9 @@ def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
     """The warm-up plan's arm of round ``t`` while the warm-up lasts and that arm is on offer, else None
     (:func:`~nlbandit.policies.warmup.warmup_arm`)."""
     warmup = state.warmup
-    if t > int(warmup.length):  # (after the warm-up: one comparison, not the plan's lookup too; a 0-d array's
-        # comparison costs ten times its conversion)
+    # after the warm-up: one comparison, not the plan's lookup too (with the 0-d length converted first: comparing
+    # the array costs ten times the conversion)
+    if t > int(warmup.length):
         return None
     arm = int(warmup.plan[min(t - 1, warmup.plan.shape[0] - 1)])
     return arm if mask is None or mask[arm] else None
@@ -83,6 +84,19 @@ def glm_ucb(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 def ucb_glm(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.ucb_glm` (constant width α): argmax_x xᵀθ̂ + α ‖x‖_{V⁻¹}."""
     return _glm_optimistic(config, mean_scale=False)
+
+
+def _gram_factor(last: LastState) -> Callable[..., np.ndarray]:
+    """``factor(params, state)``: L with L Lᵀ = G = Σ_k N_k x_k x_kᵀ + λI of the state's per-arm rows, the identity
+    link's Hessian at any θ; kept in ``last`` for the state it was derived from (an update that adds a pull puts
+    the rank-one-updated factor of its new state there, :func:`~nlbandit.host.glm.cholesky_add`)."""
+
+    def factor(params, state):
+        rows = state.rows
+        return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam),
+                                                            np.zeros(rows.x.shape[1])))
+
+    return factor
 
 
 def _planned_round(contexts: np.ndarray, arm: int, theta: np.ndarray, center: np.ndarray | None) -> Round:
@@ -151,14 +165,11 @@ def glm_tsl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 def glm_fpl(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     """:func:`nlbandit.policies.glm.glm_fpl` (constant scale a, per-arm statistics): θ̃ = the Newton MLE of
     the reward sums perturbed by a √N_k ξ_k, warm-started at the previous θ̃; play argmax_x xᵀθ̃. With the
-    identity link the fit is linear in the perturbation, so its score law is Gaussian (``law``); with other
+    identity link the fit is linear in the perturbation, so its law is Gaussian (``estimate``); with other
     links the agent redraws the fit."""
     code = glm.LINK_CODES[config["link"]]
     last = LastState()  # identity link: the Cholesky factor of the state's G
-
-    def gram_factor(params, state):
-        rows = state.rows
-        return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam), state.theta))
+    gram_factor = _gram_factor(last)
 
     def update(params, state, draws, contexts, arm, reward, t):  # (identity link: the last state's G, one more
         rows = state.rows  # pull added)
@@ -197,11 +208,7 @@ def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     the member draw."""
     code = glm.LINK_CODES[config["link"]]
     last = LastState()  # identity link: the Cholesky factor of the state's G
-
-    def gram_factor(params, state):
-        rows = state.rows
-        return last.get(state, lambda: glm.hessian_cholesky(IDENTITY, rows.x, rows.n, float(params.lam),
-                                                            state.theta[0]))
+    gram_factor = _gram_factor(last)
 
     def act(params, state, draws, contexts, mask, t):
         member_word, tie_word = draws[0]
