@@ -232,8 +232,8 @@ def test_newton_solve_equals_the_jitted_solver(link):
 
 def test_cholesky_add_and_quadratic_newton_equal_a_fresh_factor_and_solve():
     """The identity link's Gram factor kept by rank-one updates (one per pull, 2,000 pulls) against NumPy's
-    Cholesky factor of the Gram matrix rebuilt, and the quadratic Newton with it against the ridge solution
-    solved directly (float64 references)."""
+    Cholesky factor of the Gram matrix rebuilt, and the quadratic Newton and the direct argmins (an ensemble's
+    columns of sums) with it against the ridge solutions solved directly (float64 references)."""
     rng = np.random.default_rng(7)
     x, n = rng.normal(size=(12, 5)), rng.integers(0, 5, size=12).astype(float)
     h = host_glm.hessian_cholesky(0, x, n, 0.5, np.zeros(5))
@@ -246,6 +246,9 @@ def test_cholesky_add_and_quadratic_newton_equal_a_fresh_factor_and_solve():
     theta, converged = host_glm.quadratic_newton(h, x, n, s, 0.5, rng.normal(size=5), *host_glm.NEWTON_OPTIONS[:3])
     assert converged
     np.testing.assert_allclose(theta, np.linalg.solve(gram, x.T @ s), rtol=1e-10, atol=1e-12)
+    sums = s[:, None] + rng.normal(size=(12, 4))
+    np.testing.assert_allclose(host_glm.quadratic_argmins(h, x, sums), np.linalg.solve(gram, x.T @ sums).T,
+                               rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("link", ["logistic", "identity", "poisson"])

@@ -215,6 +215,20 @@ def quadratic_newton(h, x, w, s, lam: float, theta0, max_iter: int, step_tol: fl
 
 
 @njit(cache=True)
+def quadratic_argmins(h, x, s):
+    """The identity link's argmins G⁻¹Xᵀs_j, one per column of ``s`` (C, m), as rows (m, d), ``h`` holding the
+    Cholesky factor L of G = Σ_i w_i x_i x_iᵀ + λI: where the jitted solvers iterate (:func:`quadratic_newton`,
+    the ensemble's chord steps), their first full step from any start lands here and the next ones move by
+    rounding only (their stopping rules then hold), so a learning step solves once instead."""
+    b = s.T @ x
+    theta, step = np.empty_like(b), np.empty(x.shape[1])
+    for j in range(b.shape[0]):
+        _solve_lower(h, b[j], step)
+        _solve_upper(h, step, theta[j])
+    return theta
+
+
+@njit(cache=True)
 def cholesky_add(chol, v):
     """L' with L'L'ᵀ = L Lᵀ + v vᵀ, L the lower triangle of ``chol`` (a new array, zero above the diagonal): the
     rank-one update of a Cholesky factor in O(d²) (Golub & Van Loan, Matrix Computations §6.5.4), e.g. a Gram
@@ -304,16 +318,16 @@ def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float,
                               thetas, iterations: int, tol: float, max_iter: int, grad_tol: float, max_halvings: int):
     """GLM-ES's learning step in one call: one pull of ``arm`` paying ``reward``, each member's sum perturbed by
     σ_R times its entry of ``noise`` (m,), and the members refitted from ``thetas`` (:func:`ensemble_newton_solve`;
-    the identity link: with the Gram factor ``chol`` of the state before the pull, updated by :func:`cholesky_add`,
-    its Hessian at any θ). Returns (n, y, θ (m, d), L: the identity link's updated factor, else an empty array)."""
+    the identity link: solved at once, :func:`quadratic_argmins`, with the Gram factor ``chol`` of the state before
+    the pull updated by :func:`cholesky_add`, its Hessian at any θ). Returns (n, y, θ (m, d), L: the identity link's
+    updated factor, else an empty array)."""
     n, y = n.copy(), y.copy()
     n[arm] += 1.0
     for j in range(y.shape[1]):
         y[arm, j] += reward + sigma_r * noise[j]
     if code == 0:
         h = cholesky_add(chol, x[arm])
-        return n, y, _ensemble_newton(code, x, n, y, lam, thetas, h, iterations, tol, max_iter, grad_tol,
-                                      max_halvings), h
+        return n, y, quadratic_argmins(h, x, y), h
     theta = ensemble_newton_solve(code, x, n, y, lam, thetas, iterations, tol, max_iter, grad_tol, max_halvings)
     return n, y, theta, np.empty((0, 0))
 
@@ -352,8 +366,8 @@ def thompson_step(h, xi):
 def refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, scale: float, xi, lam: float, theta0,
                      factor: bool, max_iter: int, step_tol: float, grad_tol: float, max_halvings: int):
     """One reward of a per-arm GLM policy in one compiled call: the pull added (:func:`add_pull`) and the Newton
-    MLE of the reward sums refitted from ``theta0`` (:func:`newton_solve`; the identity link:
-    :func:`quadratic_newton` with ``chol``, the factor of the Gram matrix before the pull, updated by
+    MLE of the reward sums refitted from ``theta0`` (:func:`newton_solve`; the identity link: solved at once,
+    :func:`quadratic_argmins`, with ``chol``, the factor of the Gram matrix before the pull, updated by
     :func:`cholesky_add`), the sums perturbed by ``scale`` √N_k ξ_k where ``xi`` (K,) is given (GLM-FPL; GLM-TSL
     passes None). Returns (n, y, θ, L): L the factor of the Hessian at θ (:func:`hessian_cholesky`; the identity
     link's updated Gram factor), or, other links without ``factor``, an empty array."""
@@ -361,7 +375,7 @@ def refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, scale: f
     targets = y if xi is None else y + scale * (np.sqrt(n) * xi)
     if code == 0:
         h = cholesky_add(chol, x[arm])
-        theta = quadratic_newton(h, x, n, targets, lam, theta0, max_iter, step_tol, grad_tol)[0]
+        theta = quadratic_argmins(h, x, targets.reshape(-1, 1))[0]
     else:
         theta = newton_solve(code, x, n, targets, lam, theta0, max_iter, step_tol, grad_tol, max_halvings)
         h = hessian_cholesky(code, x, n, lam, theta) if factor else np.empty((0, 0))
