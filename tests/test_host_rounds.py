@@ -15,7 +15,7 @@ import nlbandit as nb
 from nlbandit.agent import Agent
 from nlbandit.core.keys import seed_keys
 from nlbandit.core.round import round_key
-from nlbandit.host import exploration as host_exploration
+from nlbandit.host import checks, exploration as host_exploration
 from nlbandit.host.draws import BLOCK, DrawBlocks
 from nlbandit.host import glm as host_glm
 from nlbandit.host.ridge import gram_update as host_gram_update
@@ -357,3 +357,22 @@ def test_choice_probability_edge_cases():
     only[3] = True
     assert choice_probability(scores, mean, factor, 0.5, only, 3, rng.standard_normal((3, 8))) == (1.0, 0.0)
     assert choice_probability(scores, mean, factor, 0.5, only, 2, rng.standard_normal((3, 8))) == (0.0, 0.0)
+
+
+def test_checks_equal_numpy_on_every_position_and_layout():
+    """The agent's compiled input and state checks (branch-free loops) against NumPy's: one bad element at every
+    position of a (7, 5) array, C- and F-ordered and strided, a 0-d array, float32."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(7, 5))
+    for layout in (lambda a: a, np.asfortranarray, lambda a: np.repeat(a, 2, axis=1)[:, ::2]):
+        base = layout(x.copy())
+        assert checks.all_finite(base) and checks.within(base, 10.0) and checks.equal(base, x)
+        for i, j in np.ndindex(*x.shape):
+            for bad in (np.inf, -np.inf, np.nan, 11.0):
+                a = layout(x.copy())
+                a[i, j] = bad
+                assert checks.all_finite(a) == bool(np.isfinite(a).all())
+                assert checks.within(a, 10.0) == bool((np.abs(a) <= 10.0).all())
+                assert checks.equal(a, x) == bool((a == x).all())
+    assert checks.all_finite(np.asarray(1.0)) and not checks.all_finite(np.asarray(np.nan))
+    assert not checks.within(x.astype(np.float32), 0.5)
