@@ -89,6 +89,7 @@ from nlbandit.discovery import declaring_modules
 from nlbandit.host import host_round
 from nlbandit.host.checks import all_finite, equal, within
 from nlbandit.host.draws import DrawBlocks
+from nlbandit.host.normals import standard_normals
 from nlbandit.policies.registry import (build_policy, build_resample, check_policy_sizes, policy_entry, policy_memory,
                                         resolve_policy)
 
@@ -97,7 +98,8 @@ FORMAT = "nlbandit-agent"
 VERSION = 1
 """The version of the saved-agent format this code writes and reads."""
 _ESTIMATE_STREAM = 6
-"""Index of the redraws' key stream under the seed's root key (the simulator uses 0–5)."""
+"""Index of the probability estimates' stream under the seed (the simulator uses 0–5): the redraws' key under the
+seed's root key, and the host estimates' normals (:func:`nlbandit.host.normals.standard_normals`)."""
 REDRAWS = 1000
 """The default number of redraws of a decision that estimate its probability (no Gaussian law on the host)."""
 GAUSSIAN_DRAWS = 64
@@ -107,8 +109,6 @@ probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 a round with it
 the 128 antithetic indicator draws used before (within 15%) where the probability is above 0.5, and 1.6–5.5 times
 smaller where it is below 0.1, which is where inverse-propensity weights need it
 (300 repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
-_NORMAL_BLOCK = 32
-"""Rounds whose normals a host probability estimate draws at once (:meth:`Agent._normals`)."""
 INITIAL_HORIZON = 1024
 """The horizon a horizon-free agent (``horizon=None``) is first built for; it doubles whenever reached."""
 MAX_MAGNITUDE = 1e6
@@ -251,7 +251,6 @@ class Agent:
         self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
         self._checked: list = []  # the leaves of the host state last checked finite
-        self._normal_block: tuple = (None, None)  # ((block, rank, pairs), normals) of :meth:`_normals`
         self._rewarded = 0
         self.meta: dict[str, Any] = {}
         self._arms: np.ndarray | None = None  # round 1's arm set (``prepare``; fixed-arm policies)
@@ -443,15 +442,6 @@ class Agent:
         return bool(self.estimate_draws) and self._host.estimate is not None and (
             self._rewarded > 0 or not self._draws_in_update)
 
-    def _normals(self, t: int, rank: int, pairs: int) -> np.ndarray:
-        """Round ``t``'s (rank, pairs) standard normals for a host estimate, from the seed's estimate stream:
-        drawn :data:`_NORMAL_BLOCK` rounds at a time, the same for round t whenever asked (a restart included)."""
-        block = (t - 1) // _NORMAL_BLOCK
-        if self._normal_block[0] != (block, rank, pairs):
-            rng = np.random.Generator(np.random.SFC64([self.seed, _ESTIMATE_STREAM, block]))  # (faster than PCG64)
-            self._normal_block = ((block, rank, pairs), rng.standard_normal((_NORMAL_BLOCK, rank, pairs)))
-        return self._normal_block[1][(t - 1) % _NORMAL_BLOCK]
-
     def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None) -> tuple[int, float, float, float]:
         """(arm, score, bonus, probability) of round ``t`` by the jitted policy, after learning ``learn`` (the
         last owed reward, or None) in the same dispatch."""
@@ -474,7 +464,8 @@ class Agent:
         if self._estimates():
             pairs = max(self.estimate_draws // 2, 1)
             arm, score, bonus, p, se = self._host.estimate(self._host_params, self._state, draws, x, mask, t,
-                                                           self._normals(t, self.spec.d, pairs))
+                                                           standard_normals(self.seed, _ESTIMATE_STREAM, t,
+                                                                            self.spec.d, pairs))
             how = None if se is None else f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
             return arm, float(score), float(bonus), float(p), how
         arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, mask, t)
