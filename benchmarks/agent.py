@@ -13,15 +13,16 @@ hand back its reward.
 
 * nlbandit: ``Agent.decide`` then ``Agent.reward`` (decision, probability and learning: the whole round),
   with the agent's host round (NumPy arrays, numba-compiled steps) where the policy has one (here
-  ``lin-ucb``, ``lin-es``, ``lin-ts``, ``glm-ucb``, ``glm-tsl``, ``glm-fpl``, ``glm-es`` with the ensemble Newton
-  solver; :func:`nlbandit.host.host_rounds`)
+  ``lin-ucb``, ``lin-es``, ``lin-ts``, ``glm-ucb``, ``glm-tsl``, ``glm-fpl``, ``glm-es`` with its default
+  gradient descent, whose steps have a closed form with the identity link, and with the ensemble Newton solver;
+  :func:`nlbandit.host.host_rounds`)
   and again with its jitted round (``numpy_round=False``) for comparison.
   Compilation is paid by a first agent of the same shapes, before the timed one (it is cached across
   agents). GLM policies use the identity link (the rewards are Gaussian) and otherwise their defaults (the
   arm set is fixed, so their per-arm statistics), or the hyperparameters a ``--policies`` entry gives
-  (``NAME:KEY=VALUE,...``; by default GLM-ES runs also with ``solver=ensemble-newton``, which has a host
-  round); policies without an exact probability also pay its estimate at the agent's default (Lin-TS, GLM-TSL,
-  GLM-FPL on a host round: 64 conditional draws of their Gaussian score law, :mod:`nlbandit.host.propensity`;
+  (``NAME:KEY=VALUE,...``; by default GLM-ES runs also with ``solver=ensemble-newton``); policies without an
+  exact probability also pay its estimate at the agent's default (Lin-TS, GLM-TSL, GLM-FPL on a host round: 64
+  conditional draws of their Gaussian score law, :mod:`nlbandit.host.propensity`;
   the jitted rounds: 1,000 redraws), and run once more without it (``estimate_draws=0``: decision and learning
   only).
   Neural policies run with their defaults (their training cadence is part of their round; the issue asks

@@ -55,7 +55,8 @@ CASES = [pytest.param("uniform", "linear", {}, marks=_SLOW), pytest.param("greed
          pytest.param("glm-ucb", "linear", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 15},
                       marks=_SLOW),
          ("ucb-glm", "logistic", {"lam": 0.5}), ("glm-tsl", "logistic", {}), ("glm-fpl", "logistic", {"a": 0.3}),
-         ("glm-es", "logistic", {"solver": "ensemble-newton", "m": 6, "warmup_rounds": 30})]
+         ("glm-es", "logistic", {"solver": "ensemble-newton", "m": 6, "warmup_rounds": 30}),
+         ("glm-es", "linear", {"link": "identity", "m": 6, "warmup_rounds": 30})]
 
 
 def test_every_declared_host_round_is_checked_against_the_simulator():
@@ -80,7 +81,8 @@ def test_numpy_round_makes_the_simulators_decisions(name, env_name, hyper):
     ("lin-es", {"m": 4}), ("glm-ucb", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5}),
     ("glm-tsl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50}),
     ("glm-fpl", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5, "estimate_draws": 50}),
-    ("glm-es", {"solver": "ensemble-newton", "link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
+    ("glm-es", {"solver": "ensemble-newton", "link": "identity", "warmup": "round-robin", "warmup_rounds": 5}),
+    ("glm-es", {"link": "identity", "warmup": "round-robin", "warmup_rounds": 5})])
 def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
     """Random availability masks: the host round reports the jitted round's arms, probabilities (those it
     estimates from its Gaussian score law, within 5 standard errors of the redraws' plus 0.02), scores and
@@ -118,6 +120,7 @@ def test_policies_without_a_numpy_round_run_the_jitted_round():
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, backend="history").numpy_round
     assert not Agent("glm-ucb", d=D, k=K, horizon=T, width="theory").numpy_round
     assert not Agent("ucb-glm", d=D, k=K, horizon=T, solver="gd").numpy_round
+    assert not Agent("glm-es", d=D, k=K, horizon=T).numpy_round  # (gradient descent, logistic link)
     assert Agent("glm-ucb", d=D, k=K, horizon=T, warmup="round-robin", warmup_rounds=3).numpy_round
 
 
@@ -250,6 +253,35 @@ def test_cholesky_add_and_quadratic_newton_equal_a_fresh_factor_and_solve():
     sums = s[:, None] + rng.normal(size=(12, 4))
     np.testing.assert_allclose(host_glm.quadratic_argmins(h, x, sums), np.linalg.solve(gram, x.T @ sums).T,
                                rtol=1e-10, atol=1e-12)
+
+
+
+@pytest.mark.parametrize("reduction, lr", [("mean", 0.01), ("sum", 2e-4)])
+def test_quadratic_gd_equals_the_steps_taken_one_by_one(reduction, lr):
+    """GLM-ES's gradient steps with the identity link in closed form against the 100 steps taken one by one in
+    float64 NumPy from the members' warm starts (mean reduction: the step divided by the pulls; the sum's step
+    small enough to contract), and the learning step's counts, sums and Gram factor against their direct
+    computation."""
+    rng = np.random.default_rng(11)
+    x, n = rng.normal(size=(12, 5)), rng.integers(1, 30, size=12).astype(float)
+    y, thetas, noise = rng.normal(size=(12, 3)) * n[:, None], rng.normal(size=(3, 5)), rng.normal(size=3)
+    chol = host_glm.hessian_cholesky(0, x, n, 0.7, np.zeros(5))
+    n2, y2, theta, h = host_glm.ensemble_gd_after_pull(chol, x, n, y, 4, 0.3, 0.5, noise, lr, reduction == "mean",
+                                                       thetas, 100)
+    expected_n, expected_y = n.copy(), y.copy()
+    expected_n[4] += 1
+    expected_y[4] += 0.3 + 0.5 * noise
+    np.testing.assert_array_equal(n2, expected_n)
+    np.testing.assert_allclose(y2, expected_y, rtol=1e-15)
+    gram = x.T @ (expected_n[:, None] * x) + 0.7 * np.eye(5)
+    np.testing.assert_allclose(h, np.linalg.cholesky(gram), rtol=1e-12, atol=1e-12)
+    rate = lr / expected_n.sum() if reduction == "mean" else lr
+    assert np.abs(np.linalg.eigvalsh(np.eye(5) - rate * gram)).max() < 1  # (the steps contract)
+    stepped = thetas.T.copy()
+    for _ in range(100):
+        stepped -= rate * (gram @ stepped - x.T @ expected_y)
+    np.testing.assert_allclose(theta, stepped.T, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(theta, np.linalg.solve(gram, x.T @ expected_y).T, rtol=1e-3)  # (short of the argmin)
 
 
 @pytest.mark.parametrize("link", ["logistic", "identity", "poisson"])

@@ -37,7 +37,8 @@ weights (whatever minibatches trained them).
 
 Host rounds. For ``uniform``, ``greedy``, ``eps-greedy``, ``lin-ucb``, ``lin-ts``, ``lin-es``, and ``glm-ucb``,
 ``ucb-glm``, ``glm-tsl`` and ``glm-fpl`` with per-arm statistics, Newton and a constant width or scale, and
-``glm-es`` with per-arm statistics and ``solver="ensemble-newton"`` (:func:`nlbandit.host.host_rounds`), the
+``glm-es`` with per-arm statistics and ``solver="ensemble-newton"``, or its default gradient descent with the
+identity link (:func:`nlbandit.host.host_rounds`), the
 agent decides and learns in float64 on the host, on NumPy arrays, its loops compiled by numba
 (:mod:`nlbandit.host`): the same state, formulas and random draws as the jitted policy, without the ~20 µs that
 launching any XLA program costs per call; ``numpy_round=False`` runs the jitted round instead.

@@ -345,6 +345,52 @@ def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float,
 
 
 @njit(cache=True)
+def _matrix_power(a, n: int):
+    """aⁿ (n ≥ 1) by repeated squaring: ⌈log₂ n⌉ squarings and a product per further one bit of n."""
+    out, base = np.eye(a.shape[0]), a.copy()
+    while True:
+        if n & 1:
+            out = out @ base
+        n >>= 1
+        if n == 0:
+            return out
+        base = base @ base
+
+
+@njit(cache=True)
+def quadratic_gd(h, x, s, thetas, rate: float, steps: int):
+    """The identity link's ``steps`` gradient steps θ ← θ − r(Gθ − Xᵀs_j) (``rate`` r) from each member's warm
+    start (rows of ``thetas`` (m, d); response sums ``s`` (C, m)) in closed form, ``h`` holding the Cholesky factor
+    L of G = Σ_i w_i x_i x_iᵀ + λI: the step is an affine map with fixed point θ* = G⁻¹Xᵀs_j
+    (:func:`quadratic_argmins`), so after n of them θ = θ* + Aⁿ(θ_j − θ*) with A = I − rG — n steps by
+    ⌈log₂ n⌉ products of d × d matrices (:func:`_matrix_power`) instead of n products of the m members with the
+    (C, d) rows. Returns (m, d)."""
+    lower = _lower(h)
+    a = -rate * (lower @ lower.T)
+    for i in range(a.shape[0]):
+        a[i, i] += 1.0
+    best = quadratic_argmins(h, x, s)
+    return best + (thetas - best) @ _matrix_power(a, steps).T
+
+
+@njit(cache=True)
+def ensemble_gd_after_pull(chol, x, n, y, arm: int, reward: float, sigma_r: float, noise, lr: float, mean: bool,
+                           thetas, steps: int):
+    """GLM-ES's learning step with its gradient-descent solver and the identity link, in one call: one pull of
+    ``arm`` paying ``reward``, each member's sum perturbed by σ_R times its entry of ``noise`` (m,), the Gram
+    factor ``chol`` updated by :func:`cholesky_add`, and every member's ``steps`` steps of ``lr`` (divided by
+    the number of pulls, at least 1, with ``mean``: :func:`nlbandit.models.glm.gd_solve`'s mean reduction) from
+    ``thetas`` (:func:`quadratic_gd`). Returns (n, y, θ (m, d), L)."""
+    n, y = n.copy(), y.copy()
+    n[arm] += 1.0
+    for j in range(y.shape[1]):
+        y[arm, j] += reward + sigma_r * noise[j]
+    h = cholesky_add(chol, x[arm])
+    rate = lr / max(n.sum(), 1.0) if mean else lr
+    return n, y, quadratic_gd(h, x, y, thetas, rate, steps), h
+
+
+@njit(cache=True)
 def add_pull(n, y, arm: int, reward: float):
     """New per-arm pull counts and reward sums (n, y) with one pull of ``arm`` paying ``reward``."""
     n, y = n.copy(), y.copy()

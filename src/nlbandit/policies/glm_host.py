@@ -1,8 +1,9 @@
 """Host rounds (:mod:`nlbandit.host`) of the GLM policies of :mod:`nlbandit.policies.glm`, found by the agent
 through :data:`HOST_ROUNDS` (:func:`nlbandit.host.rounds.host_round`): per-arm statistics, Newton, and a constant
-width or scale only; GLM-ES with per-arm statistics and the ensemble Newton solver (the history layout, the other
-solvers — GLM-ES's default, 100 gradient steps per member — and the theory widths run the jitted round). Not
-imported by the family module, so not part of any run's code hash (:mod:`nlbandit.provenance`)."""
+width or scale only; GLM-ES with per-arm statistics and the ensemble Newton solver, or its default gradient descent
+(100 steps per member) with the identity link, whose steps have a closed form (the history layout, the other
+solvers and links and the theory widths run the jitted round). Not imported by the family module, so not part of
+any run's code hash (:mod:`nlbandit.provenance`)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ AGENT_DEFAULTS = {"glm-tsl": {"a": 0.5}}
 ``benchmarks/agent_defaults.py`` (2026-11-26, T = 2,000, 10 seeds, three logistic bandits; the average ratio to
 the best candidate's regret): glm-tsl a = 0.5 1.07 against a = 1's 1.60; glm-ucb (α = 0.5, 1.41) and glm-fpl
 (a = 0.5, 1.34) keep their registered defaults, the best of their candidates; so does glm-es (solver "gd" 1.01,
-"ensemble-newton" 1.03, within the script's 2%, 2026-11-26), whose host round needs ``solver="ensemble-newton"``."""
+"ensemble-newton" 1.03, within the script's 2%, 2026-11-26), whose host round needs ``solver="ensemble-newton"``
+or the identity link."""
 
 
 def _planned(state, t: int, mask: np.ndarray | None) -> int | None:
@@ -201,12 +203,14 @@ def _member_noise(m: int) -> Callable[[jax.Array], tuple]:
 
 
 def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
-    """:func:`nlbandit.policies.glm.glm_es` with per-arm statistics and the ensemble Newton solver: every member's
-    reward sums get their own perturbation of each reward, all members are refitted together
-    (:func:`nlbandit.host.glm.ensemble_refit_after_pull`; the identity link's Gram factor kept by a rank-one
-    update per pull); play member j_t's argmax, the warm-up's planned arms first, with the exact probability over
-    the member draw."""
+    """:func:`nlbandit.policies.glm.glm_es` with per-arm statistics and the ensemble Newton solver, or gradient
+    descent with the identity link: every member's reward sums get their own perturbation of each reward, all
+    members are refitted together (:func:`nlbandit.host.glm.ensemble_refit_after_pull`; gradient descent:
+    :func:`nlbandit.host.glm.ensemble_gd_after_pull`, its steps in closed form; the identity link's Gram factor
+    kept by a rank-one update per pull); play member j_t's argmax, the warm-up's planned arms first, with the exact
+    probability over the member draw."""
     code = glm.LINK_CODES[config["link"]]
+    gd, mean, steps = config["solver"] == "gd", config["reduction"] == "mean", int(config["gd_steps"])
     last = LastState()  # identity link: the Cholesky factor of the state's G
     gram_factor = _gram_factor(last)
 
@@ -223,9 +227,15 @@ def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
 
     def update(params, state, draws, contexts, arm, reward, t):
         rows = state.rows  # (identity link: the last state's Gram factor, one more pull added)
-        n, y, theta, h = glm.ensemble_refit_after_pull(
-            code, gram_factor(params, state) if code == IDENTITY else NO_FACTOR, rows.x, rows.n, rows.y, arm,
-            float(reward), float(params.sigma_r), draws[0], float(params.lam), state.theta, *glm.ENSEMBLE_OPTIONS)
+        factor = gram_factor(params, state) if code == IDENTITY else NO_FACTOR
+        if gd:
+            n, y, theta, h = glm.ensemble_gd_after_pull(factor, rows.x, rows.n, rows.y, arm, float(reward),
+                                                        float(params.sigma_r), draws[0], float(params.lr), mean,
+                                                        state.theta, steps)
+        else:
+            n, y, theta, h = glm.ensemble_refit_after_pull(code, factor, rows.x, rows.n, rows.y, arm, float(reward),
+                                                           float(params.sigma_r), draws[0], float(params.lam),
+                                                           state.theta, *glm.ENSEMBLE_OPTIONS)
         learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
         if code == IDENTITY:
             last.put(learnt, h)
@@ -246,6 +256,7 @@ def _supported(build: Callable[[dict[str, Any], ProblemSpec], HostRound]):
 
 HOST_ROUNDS = {**{name: _supported(build) for name, build in
                   (("glm-ucb", glm_ucb), ("ucb-glm", ucb_glm), ("glm-tsl", glm_tsl), ("glm-fpl", glm_fpl))},
-               "glm-es": lambda config, spec: glm_es(config, spec) if (config["backend"], config["solver"]) == (
-                   "arms", "ensemble-newton") else None}
+               "glm-es": lambda config, spec: glm_es(config, spec) if config["backend"] == "arms" and (
+                   config["solver"] == "ensemble-newton" or (config["solver"], config["link"]) == ("gd", "identity"))
+               else None}
 """The family's host rounds by policy name (:func:`nlbandit.host.rounds.host_round`)."""
