@@ -575,7 +575,8 @@ def _browser() -> str | None:
 
 @pytest.mark.skipif(_browser() is None, reason="no headless browser (Debian: apt install chromium)")
 def test_the_status_page_renders_in_a_real_browser(tmp_path):
-    """A live service, a few rounds, and a headless browser's screenshot of GET / (kept in the test's folder)."""
+    """A live service, a few rounds, and a headless browser's screenshots of GET / and of the agent's page with its
+    charts (kept in the test's folder)."""
     folder, port = tmp_path / "s", _free_port()
     proc = _start(folder, port, "--policy", "lin-ucb", "--d", str(D), "--k", str(K))
     try:
@@ -583,12 +584,13 @@ def test_the_status_page_renders_in_a_real_browser(tmp_path):
             for i in range(20):
                 e = c.post("/decide", json={"contexts": _contexts(i)}).json()["event_id"]
                 c.post("/reward", json={"event_id": e, "value": float(i % 3 == 0)})
-        shot = tmp_path / "status.png"
-        done = subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
-                               "--window-size=1200,1400", f"http://127.0.0.1:{port}/"], capture_output=True,
-                              timeout=120)
-        assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
-        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        for name, path in (("status.png", "/"), ("agent.png", "/agents/default/status")):
+            shot = tmp_path / name
+            done = subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                                   "--window-size=1200,1400", f"http://127.0.0.1:{port}{path}"], capture_output=True,
+                                  timeout=120)
+            assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         proc.terminate()
         proc.wait(timeout=30)

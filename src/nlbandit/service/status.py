@@ -59,19 +59,28 @@ class Activity:
         return self.mean, self.mean - half, self.mean + half
 
 
+_AXIS = 14
+"""Pixels of a chart's scale text above and below its bars."""
 _STYLE = """<style>body{font-family:sans-serif;margin:2em;max-width:62em} .chart rect{fill:#3b6ea5}
+.chart text{font-size:11px;fill:#555} .chart line{stroke:#999}
 table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}
 .bad{color:#b00}</style>"""
 
 
 def _bars(values: list[float], labels: list[str], width: int = 560, height: int = 120) -> str:
-    """An inline SVG bar chart."""
-    top = max(values, default=0) or 1
+    """An inline SVG bar chart of ``values`` (each bar's label and value in its tooltip), with its scale: the largest
+    value at the top left, a base line, and the first and last bars' labels under it."""
+    top, area = max(values, default=0) or 1, height - _AXIS
     step = width / max(len(values), 1)
-    bars = "".join(f'<rect x="{i * step:.1f}" y="{height - v / top * height:.1f}" width="{max(step - 1, 1):.1f}" '
-                   f'height="{v / top * height:.1f}"><title>{html.escape(label)}: {v:g}</title></rect>'
+    bars = "".join(f'<rect x="{i * step:.1f}" y="{height - v / top * area:.1f}" width="{max(step - 1, 1):.1f}" '
+                   f'height="{v / top * area:.1f}"><title>{html.escape(label)}: {v:g}</title></rect>'
                    for i, (v, label) in enumerate(zip(values, labels)))
-    return f'<svg width="{width}" height="{height}" role="img" class="chart">{bars}</svg>'
+    scale = (f'<text x="0" y="{_AXIS - 3}">{max(values):g}</text>'
+             f'<line x1="0" y1="{height + 0.5}" x2="{width}" y2="{height + 0.5}"/>'
+             f'<text x="0" y="{height + _AXIS}">{html.escape(labels[0])}</text>'
+             f'<text x="{width}" y="{height + _AXIS}" text-anchor="end">{html.escape(labels[-1])}</text>'
+             if values else "")
+    return f'<svg width="{width}" height="{height + _AXIS + 3}" role="img" class="chart">{bars}{scale}</svg>'
 
 
 def render(health: dict[str, Any], metrics: dict[str, Any], activity: Activity) -> str:
