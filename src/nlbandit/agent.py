@@ -106,10 +106,10 @@ REDRAWS = 1000
 GAUSSIAN_DRAWS = 64
 """The default number of draws (32 antithetic pairs) of a host round's Gaussian score law that estimate its
 probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 a round with it costs 1.4–1.7× one without
-(``benchmarks/agent.py``, 2026-11-26 21:35: 7.5–15 µs more, with the score law's own computation); its standard error is about that of
-the 128 antithetic indicator draws used before (within 15%) where the probability is above 0.5, and 1.6–5.5 times
-smaller where it is below 0.1, which is where inverse-propensity weights need it
-(300 repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
+(``benchmarks/agent.py``, 2026-11-26 21:35: 7.5–15 µs more, with the score law's own computation); its standard
+error is about that of the 128 antithetic indicator draws used before (within 15%) where the probability is above
+0.5, and 1.6–5.5 times smaller where it is below 0.1, which is where inverse-propensity weights need it (300
+repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
 INITIAL_HORIZON = 1024
 """The horizon a horizon-free agent (``horizon=None``) is first built for; it doubles whenever reached."""
 MAX_MAGNITUDE = 1e6

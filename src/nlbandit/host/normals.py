@@ -6,8 +6,8 @@ from the ziggurat method (Marsaglia & Tsang 2000, *J. Stat. Softw.* 5(8), in Doo
 layers of equal area, the base layer's overhang and the tail beyond R sampled exactly by Marsaglia's 1964 tail
 method), driven by a SplitMix64 stream (Steele, Lea & Flood 2014, the generator of Java's SplittableRandom): the
 stream of round t starts from a hash of (seed, stream, t), so the draws of a round are the same whenever they are
-asked for, after a restart included, and no generator state is kept between rounds. Every layer's test uses
-bits of one 64-bit word that its other uses do not read (7 for the layer, 53 for the abscissa).
+asked for, after a restart included, and no generator state is kept between rounds. A draw's layer and abscissa
+come from disjoint bits of one 64-bit word (the low 7 and the high 53).
 """
 
 from __future__ import annotations
