@@ -155,6 +155,10 @@ def _save_png(fig, path: Path) -> None:
     write_bytes(path, buf.getvalue())
 
 
+_LEGEND_INSIDE = 12
+"""The most series whose legend a regret panel holds inside it; more go beside the panels, in two columns."""
+
+
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     """Mean cumulative regret with 95% confidence bands, one panel per environment case."""
     import matplotlib
@@ -168,24 +172,27 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     panels = len(cases) + len(extra)
     columns = panels if panels <= 4 else 3  # one row, or rows of three panels
     rows_n = -(-panels // columns)
-    fig, grid = plt.subplots(rows_n, columns, figsize=(6.4 * columns, 4.4 * rows_n), squeeze=False)
+    many = len(exp.labels) > _LEGEND_INSIDE  # a sweep: its legend beside the panels, which keep their width
+    fig, grid = plt.subplots(rows_n, columns, figsize=(6.4 * columns + 4.5 * many, 4.4 * rows_n), squeeze=False)
     for ax in grid.flat[panels:]:
         ax.set_visible(False)
     axes = [list(grid.flat)]
-    colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}
+    colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}  # past ten series, another line style
+    styles = {label: ("-", "--", ":", "-.")[i // 10 % 4] for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
         for row in (r for r in rows if r.run.case == case):
             cum = row.stored.cum_regret
             mean = cum.mean(axis=0)
             half = half_width(cum, exp.ci)
-            ax.plot(row.stored.rounds, mean, color=colors[row.run.label], label=row.run.label, lw=1.6)
+            ax.plot(row.stored.rounds, mean, color=colors[row.run.label], ls=styles[row.run.label],
+                    label=row.run.label, lw=1.6)
             ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
         ax.set_xlabel("round t")
         ax.set_ylabel(_regret_name(exp))
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
         ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=10)
         ax.grid(alpha=0.3)
-        if len(ax.get_lines()) <= 12:
+        if len(ax.get_lines()) <= _LEGEND_INSIDE:
             ax.legend(fontsize=8)
         else:  # many series (a sweep): a two-column legend beside the panel
             ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
