@@ -9,13 +9,16 @@ setting runs every policy in a child process of its own, one after the other (no
 * *default*: the child may use every core (XLA's default pool: one thread per core);
 * *one core*: the child pins itself to one core (``os.sched_setaffinity``) before JAX starts, so XLA's pool has
   one thread — what the ``processes`` executor does for each of its workers
-  (:mod:`nlbandit.experiments.executors`).
+  (:mod:`nlbandit.experiments.executors`);
+* *Eigen flag*: every core, with ``--xla_cpu_multi_thread_eigen=false`` added to ``XLA_FLAGS`` (XLA's matrix
+  products single-threaded; a flag, unlike affinity, that a package could set for its own process — but
+  ``XLA_FLAGS`` is part of every run's code hash, :mod:`nlbandit.provenance`).
 
 Problems: the linear policies on ``make_env("linear", d=20, k=50)``, the GLM ones on ``make_env("logistic", d=10,
 k=100)`` (per-arm statistics), the neural ones on the linear problem with ``--neural-horizon`` rounds. Printed per
 policy: µs per seed-round of a ``simulate`` call whose program is compiled (the fastest of ``--repeats`` calls),
-each setting's, and the ratio one core / default (below 1: the pinned process is faster although it leaves a
-core idle), with the CPU kind.
+each setting's, and the ratios to the default (below 1: faster; the pinned process although it leaves a core
+idle), with the CPU kind.
 """
 
 from __future__ import annotations
@@ -78,19 +81,24 @@ def main() -> None:
               "--neural-horizon", str(args.neural_horizon), "--repeats", str(args.repeats), "--policies",
               *args.policies]
     times = {}
-    for setting, extra in (("default", []), ("one core", ["--pin", str(cores[-1])])):
-        done = subprocess.run(common + extra, capture_output=True, text=True)
+    flag = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+    for setting, extra, env in (("default", [], None), ("one core", ["--pin", str(cores[-1])], None),
+                                ("Eigen flag", [], dict(os.environ, XLA_FLAGS=flag.strip()))):
+        done = subprocess.run(common + extra, capture_output=True, text=True, env=env)
         if done.returncode:
             sys.exit(f"the '{setting}' child failed:\n{done.stderr}")
         times[setting] = {row["policy"]: row["us"] for row in map(json.loads, done.stdout.splitlines())}
-    print(f"{'policy':12s} {'default µs':>11s} {'one core µs':>12s} {'one core / default':>19s}")
-    ratios = []
+    print(f"{'policy':12s} {'default µs':>11s} {'one core µs':>12s} {'Eigen flag µs':>14s} {'one core / default':>19s} "
+          f"{'flag / default':>15s}")
+    ratios, flags = [], []
     for name in args.policies:
-        default, one = times["default"][name], times["one core"][name]
+        default, one, eigen = (times[s][name] for s in ("default", "one core", "Eigen flag"))
         ratios.append(one / default)
-        print(f"{name:12s} {default:11.2f} {one:12.2f} {one / default:19.2f}")
-    faster = sum(r < 1 for r in ratios)
-    print(f"one core faster for {faster} of {len(ratios)} policies; median ratio {statistics.median(ratios):.2f}")
+        flags.append(eigen / default)
+        print(f"{name:12s} {default:11.2f} {one:12.2f} {eigen:14.2f} {one / default:19.2f} {eigen / default:15.2f}")
+    for what, values in (("one core", ratios), ("the Eigen flag", flags)):
+        print(f"{what} faster for {sum(r < 1 for r in values)} of {len(values)} policies; median ratio "
+              f"{statistics.median(values):.2f}")
 
 
 if __name__ == "__main__":
