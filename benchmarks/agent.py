@@ -61,7 +61,8 @@ from nlbandit.agent import Agent  # noqa: E402
 from nlbandit.instances import export_instance  # noqa: E402
 
 D, K = 20, 50
-EXTRA = {name: {"link": "identity"} for name in ("glm-ucb", "ucb-glm", "glm-es", "glm-tsl", "glm-fpl")}
+EXTRA = {name: {"link": "identity"} for name in ("glm-ucb", "ucb-glm", "glm-es", "glm-tsl", "glm-fpl",
+                                                "glm-phe")}
 
 
 def problem(rounds: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
