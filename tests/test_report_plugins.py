@@ -40,3 +40,25 @@ def test_plugin_names_and_checks_are_validated_at_load(experiment_file, field, v
            '[[policies]]\nlabel = "U"\nname = "uniform"\n'
     with pytest.raises(ConfigError, match=message):
         load_experiment(experiment_file(text))
+
+
+def test_a_sweeps_regret_curves_are_told_apart_by_colour_and_line_style(monkeypatch, tmp_path):
+    """Past ten series the colours of the regret panel repeat: each (colour, line style) pair stays distinct, and a
+    sweep's figure widens for the legend beside its panel."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nlbandit.report import build
+
+    labels = [f"p{i}" for i in range(15)]
+    exp = SimpleNamespace(env_cases=[()], curves=True, plots=[], labels=labels, ci=0.95, paper="p", name="n",
+                          scale="quick", n_seeds=2, title="t", loop="bandit", runs=[])
+    stored = SimpleNamespace(rounds=np.arange(1, 4), cum_regret=np.ones((2, 3)))
+    rows = [SimpleNamespace(run=SimpleNamespace(case=(), label=label), stored=stored) for label in labels]
+    kept = {}
+    monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
+    build.plot_regret(exp, rows, tmp_path / "x.png")
+    lines = kept["fig"].axes[0].get_lines()
+    assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == 15
+    assert kept["fig"].get_figwidth() > 6.4 + 4
