@@ -255,7 +255,6 @@ def test_cholesky_add_and_quadratic_newton_equal_a_fresh_factor_and_solve():
                                rtol=1e-10, atol=1e-12)
 
 
-
 @pytest.mark.parametrize("reduction, lr", [("mean", 0.01), ("sum", 2e-4)])
 def test_quadratic_gd_equals_the_steps_taken_one_by_one(reduction, lr):
     """GLM-ES's gradient steps with the identity link in closed form against the 100 steps taken one by one in
