@@ -1,4 +1,4 @@
-"""``nb.simulate`` with XLA's default thread pool on every core, against the same process pinned to one core.
+"""``nb.simulate`` with XLA's default thread pool on every core, against one core and against XLA's Eigen flag.
 
 Run: ``python benchmarks/threads.py [--seeds 20] [--horizon 2000] [--repeats 3] [--policies lin-ucb ...]``
 
