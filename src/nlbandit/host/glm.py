@@ -326,6 +326,17 @@ def _ensemble_newton(code: int, x, w, s, lam: float, thetas, h, iterations: int,
 
 
 @njit(cache=True)
+def _add_ensemble_pull(n, y, arm: int, reward: float, sigma_r: float, noise):
+    """New per-arm pull counts and member sums (n, y (C, m)) with one pull of ``arm`` paying ``reward``, member j's
+    sum perturbed by σ_R times ``noise[j]`` (:func:`add_pull` for an ensemble)."""
+    n, y = n.copy(), y.copy()
+    n[arm] += 1.0
+    for j in range(y.shape[1]):
+        y[arm, j] += reward + sigma_r * noise[j]
+    return n, y
+
+
+@njit(cache=True)
 def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, sigma_r: float, noise, lam: float,
                               thetas, iterations: int, tol: float, max_iter: int, grad_tol: float, max_halvings: int):
     """GLM-ES's learning step in one call: one pull of ``arm`` paying ``reward``, each member's sum perturbed by
@@ -333,10 +344,7 @@ def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float,
     the identity link: solved at once, :func:`quadratic_argmins`, with the Gram factor ``chol`` of the state before
     the pull updated by :func:`cholesky_add`, its Hessian at any θ). Returns (n, y, θ (m, d), L: the identity link's
     updated factor, else an empty array)."""
-    n, y = n.copy(), y.copy()
-    n[arm] += 1.0
-    for j in range(y.shape[1]):
-        y[arm, j] += reward + sigma_r * noise[j]
+    n, y = _add_ensemble_pull(n, y, arm, reward, sigma_r, noise)
     if code == 0:
         h = cholesky_add(chol, x[arm])
         return n, y, quadratic_argmins(h, x, y), h
@@ -381,10 +389,7 @@ def ensemble_gd_after_pull(chol, x, n, y, arm: int, reward: float, sigma_r: floa
     factor ``chol`` updated by :func:`cholesky_add`, and every member's ``steps`` steps of ``lr`` (divided by
     the number of pulls, at least 1, with ``mean``: :func:`nlbandit.models.glm.gd_solve`'s mean reduction) from
     ``thetas`` (:func:`quadratic_gd`). Returns (n, y, θ (m, d), L)."""
-    n, y = n.copy(), y.copy()
-    n[arm] += 1.0
-    for j in range(y.shape[1]):
-        y[arm, j] += reward + sigma_r * noise[j]
+    n, y = _add_ensemble_pull(n, y, arm, reward, sigma_r, noise)
     h = cholesky_add(chol, x[arm])
     rate = lr / max(n.sum(), 1.0) if mean else lr
     return n, y, quadratic_gd(h, x, y, thetas, rate, steps), h

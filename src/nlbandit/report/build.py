@@ -192,7 +192,7 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
         ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=10)
         ax.grid(alpha=0.3)
-        if len(ax.get_lines()) <= _LEGEND_INSIDE:
+        if not many:
             ax.legend(fontsize=8)
         else:  # many series (a sweep): a two-column legend beside the panel
             ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
