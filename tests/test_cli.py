@@ -67,6 +67,7 @@ def test_run_report_check(tiny, tmp_path, capsys):
     md = (out / "tiny.md").read_text()
     assert "nlbandit report" in md and "| ES |" in md and "learns" in md
     assert f"source hash {package_hash()}" in md and f"(code {load_experiment(tiny).runs[0].code})" in md
+    assert f"(CPU {machine.describe()}; source hash" in md
     assert (out / "tiny.png").read_bytes()[:4] == b"\x89PNG"
     with Store(db) as store:
         exp = load_experiment(tiny, "quick")
@@ -210,8 +211,8 @@ check = "{check}"
 
 
 def test_machine_describes_the_cpu_model_vector_extension_and_cores():
-    """The timing's machine from /proc/cpuinfo's first model name and flags (fixed texts here), the widest of
-    AVX-512 and AVX2, and the cores this process may use."""
+    """The timing's machine from /proc/cpuinfo's first model name, family, model and flags (fixed texts here), the
+    widest of AVX-512 and AVX2, and the cores this process may use."""
     cores = len(os.sched_getaffinity(0))
     plural = "s" if cores != 1 else ""
     info = "processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 avx2 avx512f\n\nmodel name\t: Other\n"
@@ -219,6 +220,8 @@ def test_machine_describes_the_cpu_model_vector_extension_and_cores():
     assert machine.describe(info.replace(" avx512f", "")) == f"Some CPU, AVX2, {cores} core{plural}"
     assert machine.describe(info.replace(" avx2 avx512f", "")) == f"Some CPU, no AVX2, {cores} core{plural}"
     assert machine.describe("model name: X\n").startswith("X, extensions unknown, ")
+    numbered = "cpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t: avx2\nmodel\t\t: 1\n"
+    assert machine.describe(numbered) == f"AMD EPYC (family 25, model 17), AVX2, {cores} core{plural}"
 
 
 def test_check_a_folder(tmp_path, capsys):

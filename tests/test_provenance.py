@@ -239,3 +239,35 @@ def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, mo
                             or compute(batch, seeds, **kw))
         adopted, stale = revalidate(store, log=lambda m: None)
     assert sorted(batches) == [1, 3] and len(adopted) == 4 and not stale
+
+
+def test_revalidate_recomputes_beside_the_other_seeds_where_the_two_alone_differ(tmp_path, experiment_file,
+                                                                                 monkeypatch):
+    """A float32 network can round otherwise over 2 seeds than over S and choose another arm at a near-tie: a
+    series whose first and last seed differ computed alone (an arm moved here) but not beside its other seeds is
+    adopted; one that differs both ways stays stale."""
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.loops.bandit import BanditLoop
+
+    exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3")))
+    real = BanditLoop.compute
+
+    def rounding(alone_only):
+        def compute(self, batch, seeds, **kw):
+            out = real(self, batch, seeds, **kw)
+            if len(seeds) == 2 or not alone_only:
+                for arms in out.arms:
+                    arms[0, -1] = (arms[0, -1] + 1) % 3
+            return out
+        return compute
+
+    for alone_only, adopted_count in ((True, 2), (False, 0)):
+        with Store(tmp_path / f"{alone_only}.duckdb") as store:
+            assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+            for row in store.index():
+                assert store.adopt(row["series_id"], "old-" + row["series_id"], {**row["config"], "code": "0" * 16})
+            monkeypatch.setattr(BanditLoop, "compute", rounding(alone_only))
+            adopted, stale = revalidate(store, log=lambda m: None)
+            monkeypatch.setattr(BanditLoop, "compute", real)
+        assert len(adopted) == adopted_count and len(stale) == 2 - adopted_count

@@ -5,7 +5,8 @@ of the code that computes it, its identity less its seed range — on a range of
 (series, seed), so a run whose seeds are partly stored (the same configuration with more seeds, a tuning
 candidate on the seeds of the reported run) computes only the missing ones. Each seed's results are the same
 whichever seeds were computed beside it (:meth:`nlbandit.loops.base.Loop.compute`: float64 arms bit for bit;
-XLA may vectorise a float sum over 2 seeds otherwise than over S and move a curve's last bit).
+XLA may vectorise a float sum over 2 seeds otherwise than over S and move a curve's last bit, which a float32
+network can carry into a near-tie's arm, seen on 2026-11-27: Kveton Fig. 2's DeepFPL, Bae's NeuralLog-UCB-2 on h5).
 
 Tables:
 

@@ -118,7 +118,8 @@ class Loop(ABC):
                 progress: str | bool = False, on_chunk: Callable | None = None,
                 resume: bytes | None = None) -> Computed:
         """Compute ``batch`` (runs differing only in traced hyperparameters) side by side on ``seeds``; each
-        seed's results are the same whichever seeds run beside it. A loop that checkpoints calls
+        seed's results are the same whichever seeds run beside it (up to float rounding, which a float32 network
+        can carry into a near-tie's arm: :mod:`nlbandit.report.runlist`). A loop that checkpoints calls
         ``on_chunk(progress)`` after each chunk (``progress.t_done``, ``progress.to_bytes()``) and resumes
         from ``resume``, those bytes; the others ignore both."""
 

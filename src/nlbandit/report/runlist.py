@@ -4,12 +4,14 @@
 and policy, sizes, seeds and the hash of the code that computed it,
 :meth:`~nlbandit.experiments.spec.RunConfig.identity`) and a digest of its first and last seed
 (:func:`digest`: the chosen arms bit for bit, the curves to 6 significant digits). Each seed's results are
-the same whichever seeds run beside it, so recomputing those two seeds under new code and finding every digest
-equal shows that the code change left the report's numbers as they are: :func:`revalidate_report` then records
-the runs' new code hashes in the report and its run list, without the results database and without
-recomputing the other seeds. A report any of whose digests differs is left as it is, stale, to be
-regenerated. The tuning runs a tuned series was chosen by are not recomputed: the chosen run's digest,
-computed by the same code, stands for them.
+the same whichever seeds run beside it, up to float rounding that a float32 network can carry into a near-tie's
+arm (seen on 2026-11-27: Kveton Fig. 2's DeepFPL, Bae's NeuralLog-UCB-2 on h5, equal computed beside all the
+run's seeds, not computed alone). So recomputing those two seeds under new code (alone, then where that differs
+beside the run's other seeds) and finding every digest equal shows that the code change left the report's
+numbers as they are: :func:`revalidate_report` then records the runs' new code hashes in the report and its run
+list, without the results database. A report any of whose digests differs is left as it is, stale, to be
+regenerated. The tuning runs a tuned series was chosen by are not recomputed: the chosen run's digest, computed
+by the same code, stands for them.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nlbandit import machine
 from nlbandit.atomic import write_bytes
-from nlbandit.experiments.results import sample_seeds
+from nlbandit.experiments.results import sample_seeds, seeds_at
 from nlbandit.experiments.runner import batch_key
 from nlbandit.experiments.spec import RunConfig
 from nlbandit.loops import LOOPS
@@ -78,8 +81,11 @@ _REVALIDATED = re.compile(r"^_Runs revalidated on .*_\n\n", re.M)
 def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
     """Bring report ``md`` to the current code when its numbers are unchanged: ``current`` when every run's code
     is current already; ``revalidated`` when some were not and every run's recomputed first and last seed give
-    its digest (the report's and the run list's code hashes are then replaced, and a line above the report's
-    description says so); ``stale`` (nothing written) when a digest differs or a run cannot be computed;
+    its digest (computed alone, then, where that differs, beside every other seed of the run: a float32 network
+    vectorised over 2 seeds can round otherwise than over S and flip a near-tie's arm, seen on 2026-11-27 for
+    Kveton Fig. 2's DeepFPL and Bae Figs. 1/4's NeuralLog-UCB-2 on h5, equal over all their seeds); the
+    report's and the run list's code hashes are then replaced, and a line above the report's description says
+    so; ``stale`` (nothing written) when a digest differs or a run cannot be computed;
     ``no run list`` for a report written before run lists."""
     path = run_list_path(md)
     if not path.is_file():
@@ -95,16 +101,22 @@ def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
         groups.setdefault((batch_key(runs[i]), tuple(entries[i]["sample_seeds"])), []).append(i)
     for (_, sample), members in groups.items():
         batch = [runs[i] for i in members]
-        try:
-            out = LOOPS[batch[0].loop].compute(batch, list(sample))
-        except (KeyError, TypeError, ValueError) as e:  # ConfigError and DataError are ValueErrors
-            log(f"{md}: {batch[0].label}: cannot be computed under the current code ({e}); left stale")
-            return "stale"
-        for j, i in enumerate(members):
-            if digest(out.rounds, out.arms[j], out.curves[j]) != entries[i]["digest"]:
-                log(f"{md}: {runs[i].label} ({runs[i].case_label or 'one case'}): seeds {list(sample)} computed now "
-                    "differ from the report's; left stale (regenerate it)")
+        for seeds in [list(sample)] + ([list(batch[0].seeds)] if batch[0].n_seeds > len(sample) else []):
+            try:
+                out = seeds_at(LOOPS[batch[0].loop].compute(batch, seeds), [seeds.index(s) for s in sample])
+            except (KeyError, TypeError, ValueError) as e:  # ConfigError and DataError are ValueErrors
+                log(f"{md}: {batch[0].label}: cannot be computed under the current code ({e}); left stale")
                 return "stale"
+            differ = [i for j, i in enumerate(members)
+                      if digest(out.rounds, out.arms[j], out.curves[j]) != entries[i]["digest"]]
+            if not differ:
+                break
+        if differ:
+            i = differ[0]
+            log(f"{md}: {runs[i].label} ({runs[i].case_label or 'one case'}): seeds {list(sample)} computed now "
+                f"(alone and beside the run's other seeds, on {machine.describe()}) differ from the report's; left "
+                "stale (regenerate it)")
+            return "stale"
     renamed: dict[str, str] = {}
     for i in stale:
         old, new = entries[i]["identity"]["code"], runs[i].code
@@ -115,8 +127,8 @@ def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
     for old, new in renamed.items():
         text = text.replace(f"(code {old})", f"(code {new})")
     note = (f"_Runs revalidated on {datetime.date.today().isoformat()} under source hash {package_hash()}: the first "
-            f"and last seed of every run recomputed to the digests of `{path.name}`, so every number below is "
-            "the current code's._\n\n")
+            f"and last seed of every run recomputed on {machine.describe()} to the digests of `{path.name}`, so "
+            "every number below is the current code's._\n\n")
     text = _REVALIDATED.sub("", text)
     head, _, rest = text.partition("\n\n")  # the title
     generated, _, body = rest.partition("\n\n")  # the _Generated by ..._ line
