@@ -68,10 +68,20 @@ def sample_seeds(seeds: list[int]) -> list[int]:
     return sorted({min(seeds), max(seeds)})
 
 
-def seeds_at(out: Computed, positions: list[int]) -> Computed:
-    """A computed batch restricted to the seeds at ``positions`` of those it was computed on."""
-    return replace(out, arms=[a[positions] for a in out.arms],
-                   curves=[{m: c[positions] for m, c in cs.items()} for cs in out.curves])
+def recompute_sample(runs: list[RunConfig], sample: list[int], agrees: Callable[[Computed], bool]) -> Computed:
+    """The batch ``runs`` (of equal :func:`~nlbandit.experiments.runner.batch_key`) computed on its ``sample``
+    seeds alone, and where that does not satisfy ``agrees``, on every seed of the runs, restricted to ``sample``:
+    a float32 network vectorised over 2 seeds can round otherwise than over S and choose another arm at a
+    near-tie (Kveton Fig. 2's DeepFPL, Bae's NeuralLog-UCB-2 on h5, 2026-11-27). Raises what the loop's
+    ``compute`` raises."""
+    for seeds in [sample] + ([list(runs[0].seeds)] if runs[0].n_seeds > len(sample) else []):
+        out = LOOPS[runs[0].loop].compute(runs, seeds)
+        at = [seeds.index(s) for s in sample]
+        out = replace(out, arms=[a[at] for a in out.arms], curves=[{m: c[at] for m, c in cs.items()}
+                                                                   for cs in out.curves])
+        if agrees(out):
+            break
+    return out
 
 
 CURVE_RTOL = 1e-9
@@ -122,17 +132,11 @@ def revalidate(store: Store, log: Callable[[str], None] = print,
     for (_, sample), group in groups.items():
         runs = [run for _, run in group]
         stored = [store.load(row["series_id"], sample, with_arms=True) for row, _ in group]
-        out, error = None, None
-        # the two seeds alone, then, where they differ, beside the series' other seeds (a float32 network can round
-        # otherwise over 2 seeds than over S and choose another arm at a near-tie: nlbandit.report.runlist)
-        for seeds in [list(sample)] + ([list(runs[0].seeds)] if runs[0].n_seeds > len(sample) else []):
-            try:
-                out = seeds_at(LOOPS[runs[0].loop].compute(runs, seeds), [seeds.index(s) for s in sample])
-            except (ConfigError, DataError, KeyError, TypeError, ValueError) as e:
-                out, error = None, e
-                break
-            if all(matches(out, i, stored[i]) for i in range(len(group))):
-                break
+        try:
+            out, error = recompute_sample(runs, list(sample), lambda o: all(
+                matches(o, i, stored[i]) for i in range(len(group)))), None
+        except (ConfigError, DataError, KeyError, TypeError, ValueError) as e:
+            out, error = None, e
         for i, (row, run) in enumerate(group):
             what = f"{row['experiment']}: {row['label']} ({row['series_id']})"
             if out is None:

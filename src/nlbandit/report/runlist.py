@@ -28,10 +28,10 @@ import numpy as np
 
 from nlbandit import machine
 from nlbandit.atomic import write_bytes
-from nlbandit.experiments.results import sample_seeds, seeds_at
+from nlbandit.experiments.results import recompute_sample, sample_seeds
 from nlbandit.experiments.runner import batch_key
 from nlbandit.experiments.spec import RunConfig
-from nlbandit.loops import LOOPS
+from nlbandit.loops.base import Computed
 from nlbandit.provenance import package_hash
 from nlbandit.store import Store
 
@@ -101,18 +101,19 @@ def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
         groups.setdefault((batch_key(runs[i]), tuple(entries[i]["sample_seeds"])), []).append(i)
     for (_, sample), members in groups.items():
         batch = [runs[i] for i in members]
-        for seeds in [list(sample)] + ([list(batch[0].seeds)] if batch[0].n_seeds > len(sample) else []):
-            try:
-                out = seeds_at(LOOPS[batch[0].loop].compute(batch, seeds), [seeds.index(s) for s in sample])
-            except (KeyError, TypeError, ValueError) as e:  # ConfigError and DataError are ValueErrors
-                log(f"{md}: {batch[0].label}: cannot be computed under the current code ({e}); left stale")
-                return "stale"
-            differ = [i for j, i in enumerate(members)
-                      if digest(out.rounds, out.arms[j], out.curves[j]) != entries[i]["digest"]]
-            if not differ:
-                break
-        if differ:
-            i = differ[0]
+
+        def differ(out: Computed) -> list[int]:
+            return [i for j, i in enumerate(members)
+                    if digest(out.rounds, out.arms[j], out.curves[j]) != entries[i]["digest"]]
+
+        try:
+            out = recompute_sample(batch, list(sample), lambda o: not differ(o))
+        except (KeyError, TypeError, ValueError) as e:  # ConfigError and DataError are ValueErrors
+            log(f"{md}: {batch[0].label}: cannot be computed under the current code ({e}); left stale")
+            return "stale"
+        bad = differ(out)
+        if bad:
+            i = bad[0]
             log(f"{md}: {runs[i].label} ({runs[i].case_label or 'one case'}): seeds {list(sample)} computed now "
                 f"(alone and beside the run's other seeds, on {machine.describe()}) differ from the report's; left "
                 "stale (regenerate it)")
