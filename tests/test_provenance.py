@@ -249,19 +249,10 @@ def test_revalidate_recomputes_beside_the_other_seeds_where_the_two_alone_differ
     from nlbandit.experiments.plan import load_experiment
     from nlbandit.experiments.runner import run_experiment
     from nlbandit.loops.bandit import BanditLoop
+    from test_runlist import rounding
 
     exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3")))
     real = BanditLoop.compute
-
-    def rounding(alone_only):
-        def compute(self, batch, seeds, **kw):
-            out = real(self, batch, seeds, **kw)
-            if len(seeds) == 2 or not alone_only:
-                for arms in out.arms:
-                    arms[0, -1] = (arms[0, -1] + 1) % 3
-            return out
-        return compute
-
     for alone_only, adopted_count in ((True, 2), (False, 0)):
         with Store(tmp_path / f"{alone_only}.duckdb") as store:
             assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2

@@ -98,22 +98,25 @@ def test_a_report_whose_digest_differs_is_left_stale_and_untouched(report):
     assert (md.read_bytes(), run_list_path(md).read_bytes()) == before
 
 
+def rounding(alone_only: bool):
+    """``BanditLoop.compute`` with the first seed's last arm moved in the batches of two seeds (``alone_only``) or
+    in every batch: a run whose sample seeds round otherwise alone than beside its other seeds, or always."""
+    real = BanditLoop.compute
+
+    def compute(self, batch, seeds, **kw):
+        out = real(self, batch, seeds, **kw)
+        if len(seeds) == 2 or not alone_only:
+            for arms in out.arms:
+                arms[0, -1] = (arms[0, -1] + 1) % 3
+        return out
+    return compute
+
+
 def test_a_run_whose_sample_seeds_round_otherwise_alone_is_revalidated_beside_its_other_seeds(report, monkeypatch):
     """A float32 network vectorised over 2 seeds can round otherwise than over S and flip an arm (Kveton Fig. 2's
     DeepFPL, 2026-11-27): computed alone the sample seeds differ here (an arm moved), beside the run's other
     seeds they are the report's, so the report is revalidated; a run that differs both ways stays stale."""
     _, md = report
-    real = BanditLoop.compute
-
-    def rounding(alone_only):
-        def compute(self, batch, seeds, **kw):
-            out = real(self, batch, seeds, **kw)
-            if len(seeds) == 2 or not alone_only:  # the first seed's last arm moved
-                for arms in out.arms:
-                    arms[0, -1] = (arms[0, -1] + 1) % 3
-            return out
-        return compute
-
     monkeypatch.setattr(BanditLoop, "compute", rounding(alone_only=True))
     _as_if_older(md)
     assert revalidate_report(md, log=lambda m: None) == "revalidated"
