@@ -11,6 +11,10 @@ suite already runs in one pytest-xdist worker per core, each pinned to its own c
 that the workers' XLA thread pools do not contend for the same cores. Pinning changes no number: the golden
 fingerprints (tests/fingerprints.json, recorded with ``-n 0`` in one unpinned process) pass in pinned workers.
 
+Each test process starts JAX's backend at once, so an in-process quick-scale command (``cli.main``), which adds
+XLA's fast-compile flag only before the backend starts (:mod:`nlbandit.compile_flags`), computes with the flags
+of every other test; a command the tests start as a process of its own compiles as it would for a user.
+
 The session's processes (the workers, and the CLI and executor processes the tests start) share one JAX
 compilation cache, a fresh folder removed at the end (unless ``JAX_COMPILATION_CACHE_DIR`` is set already): a
 program compiled by one of them is loaded by the others, the same executable, so no number changes.
@@ -46,6 +50,9 @@ def pytest_configure(config: pytest.Config) -> None:
         cores = sorted(os.sched_getaffinity(0))
         if 1 < count <= len(cores):
             os.sched_setaffinity(0, {cores[int(worker.removeprefix("gw")) % len(cores)]})
+    import jax
+
+    jax.devices()  # JAX's backend starts with the session's XLA flags, whatever a test's in-process command may add
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -19,6 +19,7 @@
 The commands that compute (``run``, ``report``, ``check``, ``results``) give their processes one fresh JAX
 compilation cache, removed when they end (:mod:`nlbandit.compile_cache`; ``JAX_ENABLE_COMPILATION_CACHE=false``
 turns it off, ``JAX_COMPILATION_CACHE_DIR`` names a cache of one's own instead).
+At ``--scale quick`` they compile with XLA's faster fusion emitters (:mod:`nlbandit.compile_flags`).
 
 Bad input (arguments, experiment files, the results database, report folders) is refused before anything
 is simulated, with one line ``error: ...`` on stderr and exit status 2 (3 when another process holds the
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from nlbandit import machine
 from nlbandit.compile_cache import command_cache
+from nlbandit.compile_flags import compile_quick_scale
 from nlbandit.core.hyper import ConfigError
 
 DEFAULT_DB = "results/nlbandit.duckdb"
@@ -309,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         return _evaluate(args)
     if args.command == "seeds":
         return _seeds(args)
+    if args.scale == "quick":
+        compile_quick_scale()  # (before JAX starts its backend, and before the runs are planned: they record it)
     try:
         from nlbandit.experiments.executors import make_executor
         from nlbandit.experiments.plan import load_experiment

@@ -22,18 +22,20 @@ Rules of the closure:
   and its ``__all__`` (:func:`normalised_source`), so exporting a new name recomputes nothing, while every
   other statement (a flag, a configuration call) counts;
 * the versions of ``jax`` and ``jaxlib``, and the ``XLA_FLAGS`` in effect, are part of the hash: the same
-  source can compile to different floating-point results under another XLA or other compiler options.
+  source can compile to different floating-point results under another XLA or other compiler options (the
+  flags of :data:`nlbandit.compile_flags.IN_IDENTITY` excepted: a run's identity records those).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import os
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable
+
+from nlbandit.compile_flags import hashed_flags
 
 PACKAGE = "nlbandit"
 _ROOT = Path(__file__).resolve().parent
@@ -83,14 +85,18 @@ def module_closure(roots: Iterable[str]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=None)
-def _toolchain() -> str:
+def _versions() -> tuple[str, ...]:
     versions = []
     for dist in ("jax", "jaxlib"):
         try:
             versions.append(f"{dist}={metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{dist}=none")
-    return ";".join(versions + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
+    return tuple(versions)
+
+
+def _toolchain() -> str:
+    return ";".join(_versions() + (f"XLA_FLAGS={hashed_flags()}",))
 
 
 def _is_text(node: ast.AST) -> bool:
@@ -140,8 +146,8 @@ def normalised_source(path: Path) -> bytes:
 
 
 @lru_cache(maxsize=None)
-def _code_hash(roots: tuple[str, ...], shallow: tuple[str, ...]) -> str:
-    h = hashlib.sha256(_toolchain().encode())
+def _code_hash(toolchain: str, roots: tuple[str, ...], shallow: tuple[str, ...]) -> str:
+    h = hashlib.sha256(toolchain.encode())
     for name in sorted(set(module_closure(roots)) | {m for m in shallow if _module_file(m) is not None}):
         h.update(b"\0" + name.encode() + b"\0" + normalised_source(_module_file(name)))
     return h.hexdigest()[:16]
@@ -152,7 +158,7 @@ def code_hash(roots: Iterable[str], shallow: Iterable[str] = ()) -> str:
     ``roots`` (module names such as ``"nlbandit.policies.glm"``), and of the ``shallow`` modules' own files
     without their imports (an experiment loop, which imports every registry to dispatch but computes a run
     only with the ``roots`` it names); unknown names are ignored."""
-    return _code_hash(tuple(sorted(set(roots))), tuple(sorted(set(shallow))))
+    return _code_hash(_toolchain(), tuple(sorted(set(roots))), tuple(sorted(set(shallow))))  # (XLA_FLAGS: as now)
 
 
 def package_hash() -> str:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nlbandit.compile_flags import identity_flags
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.memory import check_memory
 from nlbandit.data.cache import DataError
@@ -149,6 +150,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
     the series' labels, and the tunings; refuses a batch of runs that would not fit in memory."""
     raw, top, where, horizon, n_seeds, scale = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.scale
     tune = spec.tune
+    xla = identity_flags()  # (the quick scale's, where the command set them)
     tunings: list[Tuning] = []
     pol_raw = raw.get("policies")
     if not isinstance(pol_raw, list) or not pol_raw:
@@ -194,7 +196,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 if not here:
                     continue
                 reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"],
-                                      spec.first_seed) for e, r in configs]
+                                      spec.first_seed, xla) for e, r in configs]
                 runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
@@ -202,7 +204,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 if grid:
                     tunings.append(Tuning(full_label, case, tuple(points), tuple(
                         RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],
-                                  tune["offset"]) for e, r in configs), tuple(reported), tune["objective"]))
+                                  tune["offset"], xla) for e, r in configs), tuple(reported), tune["objective"]))
                     for config in configs:
                         account("tune", full_label, *config, tune["seeds"])
     for names, parts in batch_memory.values():

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from nlbandit.compile_flags import identity_flags
 from nlbandit.core.hyper import ConfigError
 from nlbandit.data.cache import DataError
 from nlbandit.envs.registry import resolve_env
@@ -73,7 +74,12 @@ def recompute_sample(runs: list[RunConfig], sample: list[int], agrees: Callable[
     seeds alone, and where that does not satisfy ``agrees``, on every seed of the runs, restricted to ``sample``:
     a float32 network vectorised over 2 seeds can round otherwise than over S and choose another arm at a
     near-tie (Kveton Fig. 2's DeepFPL, Bae's NeuralLog-UCB-2 on h5, 2026-11-27). Raises what the loop's
-    ``compute`` raises."""
+    ``compute`` raises, and ``ValueError`` for runs compiled with XLA flags (:attr:`RunConfig.xla`) that this
+    process does not set."""
+    lacking = [f for f in runs[0].xla.split() if f not in identity_flags().split()]
+    if lacking:
+        raise ValueError(f"compiled with XLA flags {' '.join(lacking)}, which this process does not set (run it "
+                         f"with XLA_FLAGS='{' '.join(lacking)}')")
     for seeds in [sample] + ([list(runs[0].seeds)] if runs[0].n_seeds > len(sample) else []):
         out = LOOPS[runs[0].loop].compute(runs, seeds)
         at = [seeds.index(s) for s in sample]

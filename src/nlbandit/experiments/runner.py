@@ -35,10 +35,11 @@ from nlbandit.store import Store
 
 def batch_key(run: RunConfig) -> str:
     """What runs computed side by side share: environment, policy name and static hyperparameters, sizes,
-    seeds and the loop's own batch fields (they differ in traced hyperparameters only)."""
+    seeds, XLA flags and the loop's own batch fields (they differ in traced hyperparameters only)."""
     loop = LOOPS[run.loop]
     return json.dumps([run.env, run.policy["name"], loop.split(run.policy)[0], run.horizon, run.n_seeds,
-                       run.seed_offset, run.record_points] + loop.batch_fields(run), sort_keys=True)
+                       run.seed_offset, run.record_points] + ([run.xla] if run.xla else []) + loop.batch_fields(run),
+                      sort_keys=True)
 
 
 def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[RunConfig]]:

@@ -39,6 +39,9 @@ class RunConfig:
         ``regression``: streams and learners).
       seed_offset: the first seed (the file's ``first_seed`` for reported runs, 0 by default; ``[tune] offset``
         for tuning runs).
+      xla: the XLA flags of :data:`nlbandit.compile_flags.IN_IDENTITY` it is compiled with (space-separated; empty:
+        none), part of its identity when not empty, as they are not part of its code hash: the quick scale's
+        :data:`~nlbandit.compile_flags.QUICK_SCALE` where the command set it.
     """
 
     label: str
@@ -50,6 +53,7 @@ class RunConfig:
     record_points: int
     loop: str = DEFAULT_LOOP
     seed_offset: int = 0
+    xla: str = ""
 
     @property
     def seeds(self) -> range:
@@ -74,13 +78,16 @@ class RunConfig:
         }
         if self.seed_offset:
             ident["seed_offset"] = self.seed_offset
+        if self.xla:
+            ident["xla"] = self.xla
         return ident if self.loop == DEFAULT_LOOP else {**ident, "loop": self.loop}
 
     @classmethod
     def from_identity(cls, identity: dict[str, Any], label: str = "") -> "RunConfig":
         """The run a stored :meth:`identity` describes, under the current code (its ``code`` is recomputed)."""
         return cls(label, (), identity["env"], identity["policy"], identity["horizon"], identity["n_seeds"],
-                   identity["record_points"], identity.get("loop", DEFAULT_LOOP), identity.get("seed_offset", 0))
+                   identity["record_points"], identity.get("loop", DEFAULT_LOOP), identity.get("seed_offset", 0),
+                   identity.get("xla", ""))
 
     @property
     def run_id(self) -> str:
