@@ -4,6 +4,7 @@ and its error reaches the driver."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -22,7 +23,8 @@ from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, 
 def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, experiment_file):
     path = experiment_file(EXPERIMENT.format(horizon=300))
     local, local_checkpoints = results(path, LocalExecutor(), tmp_path / "local.duckdb", chunk_size=100)
-    remote, remote_checkpoints = results(path, ProcessExecutor(2), tmp_path / "processes.duckdb", chunk_size=100)
+    with contextlib.closing(ProcessExecutor(2)) as executor:
+        remote, remote_checkpoints = results(path, executor, tmp_path / "processes.duckdb", chunk_size=100)
     assert_same(local, remote)
     assert sorted(remote_checkpoints) == sorted(local_checkpoints) and remote_checkpoints  # every one, stored
 
@@ -49,6 +51,31 @@ def test_a_failing_batch_stops_the_others_and_raises_its_error():
         ProcessExecutor(2).run([Job("slow", _sleep), Job("fails", _fail)], _Empty(), log=lambda m: None,
                                progress=False)
     assert time.perf_counter() - start < 50  # the sleeping batch was not waited for
+    time.sleep(0.5)
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("SpawnProcess")]
+
+
+def _pid(store, *, log, progress):
+    time.sleep(0.5)  # (long enough that both workers take a job)
+    log(str(os.getpid()))
+
+
+def test_the_workers_serve_every_call_until_closed_and_restart_after_an_error():
+    executor, pids = ProcessExecutor(2), []
+    try:
+        for _ in range(2):
+            executor.run([Job("a", _pid), Job("b", _pid), Job("c", _pid)], _Empty(), log=pids.append, progress=False)
+        first = set(pids[1:4])  # (the first line says how many workers)
+        assert len(first) == 2 and set(pids[5:8]) == first  # the second run: the first one's processes
+        executor.run_alone([Job("x", _pid)], _Empty(), log=pids.append, progress=False)
+        assert pids[8] in first  # a timed job: on a (pinned) worker, not in this process
+        with pytest.raises(RuntimeError, match="this batch fails"):
+            executor.run([Job("a", _pid), Job("fails", _fail)], _Empty(), log=lambda m: None, progress=False)
+        pids.clear()
+        executor.run([Job("a", _pid), Job("b", _pid)], _Empty(), log=pids.append, progress=False)
+        assert len(set(pids[1:3])) == 2 and not set(pids[1:3]) & first  # new workers after the error
+    finally:
+        executor.close()
     time.sleep(0.5)
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("SpawnProcess")]
 

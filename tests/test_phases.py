@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
 from nlbandit.experiments.claims import phased_runs, timed_runs
+from nlbandit.experiments.executors import LocalExecutor, ProcessExecutor
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.policies.registry import make_policy
@@ -56,13 +59,15 @@ check = "select_time('PHE') > 0 and update_time('PHE') > 0 and runtime('UCB') > 
 """
 
 
-def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])  # 2: computed one at a time on a worker, stored by this process
+def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, tmp_path, workers):
     exp = load_experiment(experiment_file(PHASED), "full")
     phe, ucb = (next(r for r in exp.runs if r.label == label) for label in ("PHE", "UCB"))
     assert phased_runs(exp) == {phe.run_id} and timed_runs(exp) == {phe.run_id, ucb.run_id}
-    with Store(tmp_path / "p.duckdb") as store:
+    with Store(tmp_path / "p.duckdb") as store, contextlib.closing(
+            ProcessExecutor(workers) if workers else LocalExecutor()) as executor:
         logs: list[str] = []
-        assert run_experiment(exp, store, progress=False, log=logs.append) == len(exp.runs)
+        assert run_experiment(exp, store, progress=False, log=logs.append, executor=executor) == len(exp.runs)
         parts = store.parts(r.series_id for r in exp.runs)
         assert {r.run_id for r in exp.runs if any(p.phased for p in parts[r.series_id])} == {phe.run_id}
         stored = store.load(phe.series_id, phe.seeds)

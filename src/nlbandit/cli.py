@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                        default=os.environ.get("NLBANDIT_EXECUTOR", "processes"),
                        help="where batches are computed: worker processes on this machine's cores (default; "
                        "$NLBANDIT_EXECUTOR overrides), this process only, or Ray workers (the 'ray' extra). Runs "
-                       "whose time a claim reads are computed in this process, after the others")
+                       "whose time a claim reads are computed after the others, one at a time on a worker (in this "
+                       "process with local or ray)")
         c.add_argument("--workers", type=int, default=None, help="with --executor processes: how many (default: "
                        "one per core)")
         c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "

@@ -54,6 +54,9 @@ class Executor(Protocol):
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
         """Compute every job; return when all are stored."""
 
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+        """Compute the jobs one at a time with nothing else computing beside them (a claim reads their time)."""
+
     def close(self) -> None:
         """Release what the executor holds (a cluster it started)."""
 
@@ -66,17 +69,22 @@ class LocalExecutor:
         for job in jobs:
             job.compute(store, log=log, progress=progress, **job.kwargs)
 
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+        """Compute the jobs in order (as :meth:`run`)."""
+        self.run(jobs, store, log=log, progress=progress)
+
     def close(self) -> None:
         """Nothing to release."""
 
 
 class BatchStore:
-    """The store a job sees on a Ray worker: the checkpoint the database held when the job was sent, and a
-    record of the runs the job saves (written into the database by the driver)."""
+    """The store a job sees on a worker: the checkpoint the database held when the job was sent, and a record of
+    what the job saves (its runs, and the phase timings of a run timed apart), which the driver writes into the
+    database in the same order (:func:`replay`)."""
 
     def __init__(self, key: str, checkpoint: bytes | None):
         self._key, self._checkpoint = key, checkpoint
-        self.saved: list[tuple[str, list[dict[str, Any]]]] = []
+        self.saved: list[tuple[str, tuple]] = []  # (Store method, its arguments)
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:
         """The checkpoint sent with the job (None for another batch)."""
@@ -87,11 +95,21 @@ class BatchStore:
 
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
         """Record finished runs for the driver to store."""
-        self.saved.append((batch_id, rows))
+        self.saved.append(("save_runs", (batch_id, rows)))
+
+    def save_phases(self, series_id: str, seeds: range, samples: Any) -> None:
+        """Record a run's phase timings for the driver to store (after its runs)."""
+        self.saved.append(("save_phases", (series_id, seeds, samples)))
 
 
-def run_on_worker(job: Job, checkpoint: bytes | None) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[str]]:
-    """Compute ``job`` against a :class:`BatchStore`; return the runs it saved and its log lines."""
+def replay(saved: list[tuple[str, tuple]], store: Any) -> None:
+    """Write what a job saved on a worker (:attr:`BatchStore.saved`) into ``store``, in order."""
+    for method, args in saved:
+        getattr(store, method)(*args)
+
+
+def run_on_worker(job: Job, checkpoint: bytes | None) -> tuple[list[tuple[str, tuple]], list[str]]:
+    """Compute ``job`` against a :class:`BatchStore`; return what it saved and its log lines."""
     store, lines = BatchStore(job.key, checkpoint), []
     job.compute(store, log=lines.append, progress=False, **job.kwargs)
     return store.saved, lines
@@ -141,8 +159,9 @@ def _exit_with(driver: int, every: float = 0.5) -> None:
 
 
 def _run_in_process(job: Job, checkpoint: bytes | None) -> None:
-    """Compute ``job`` in a worker process, sending its log lines, checkpoints and finally its runs to the
-    driver (in this order through one queue, so that no checkpoint arrives after its batch's runs)."""
+    """Compute ``job`` in a worker process, sending its log lines, checkpoints and finally what it saved (runs,
+    phase timings) to the driver (in this order through one queue, so that no checkpoint arrives after its
+    batch's runs)."""
     store = _ForwardingStore(job.key, checkpoint, _MESSAGES)
     job.compute(store, log=lambda line: _MESSAGES.put(("log", line)), progress=False, **job.kwargs)
     _MESSAGES.put(("done", job.key, store.saved))
@@ -150,15 +169,17 @@ def _run_in_process(job: Job, checkpoint: bytes | None) -> None:
 
 class ProcessExecutor:
     """Jobs computed by ``workers`` processes on this machine (started afresh, ``spawn``), each storing its
-    checkpoints and runs through the driver. With one job, or one worker, it computes in this process
-    (:class:`LocalExecutor`, with its progress bar).
+    checkpoints and runs through the driver. With one job, or one worker, :meth:`run` computes in this process
+    (:class:`LocalExecutor`, with its progress bar); :meth:`run_alone` computes timed jobs on a worker.
 
     Each worker runs one batch at a time, pinned to a core of its own where the OS allows (its XLA threads then
     share that core); on this project's 2-core machine two workers computed kveton2020/fig1_logistic (quick, 24
-    batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (docs/performance.md). A job that
-    raises an error stops the others (their processes are terminated; their checkpoints stay) and the error is raised
-    here; a worker that dies raises ``BrokenProcessPool``; workers whose driver dies (``kill -9``) exit within
-    a second.
+    batches) in 97.3 s against 168.6 s in one process, bit for bit the same runs (docs/performance.md). The
+    workers start at the first :meth:`run` that needs them and serve every later one until :meth:`close`, so a
+    command of many files and phases starts its interpreters once and each worker keeps the programs it traced
+    and compiled. A job that raises an error stops the others (their processes are terminated; their checkpoints
+    stay; the next :meth:`run` starts new workers) and the error is raised here; a worker that dies raises
+    ``BrokenProcessPool``; workers whose driver dies (``kill -9``) exit within a second.
 
     Args:
       workers: the number of worker processes (default: the cores this process may use).
@@ -170,20 +191,42 @@ class ProcessExecutor:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._messages: Any = None
+
+    def _start(self) -> tuple[ProcessPoolExecutor, Any]:
+        """The worker pool and its queue to the driver, started at the first call."""
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of JAX's threads
+            self._messages = context.Queue()
+            cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_start_worker,
+                initargs=(self._messages, context.Value("i", 0), cores if self.workers <= len(cores) else [],
+                          os.getpid()))
+        return self._pool, self._messages
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
         """Compute the jobs, ``workers`` at a time, storing their checkpoints and runs as they arrive."""
         if len(jobs) <= 1 or self.workers == 1:
             LocalExecutor().run(jobs, store, log=log, progress=progress)
             return
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of JAX's threads
-        messages = context.Queue()
-        workers = min(self.workers, len(jobs))
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                   initargs=(messages, context.Value("i", 0), cores if workers <= len(cores) else [],
-                                             os.getpid()))
-        log(f"{len(jobs)} batch(es) on {workers} worker processes")
+        log(f"{len(jobs)} batch(es) on {min(self.workers, len(jobs))} worker processes")
+        self._compute(jobs, store, log)
+
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+        """Compute the jobs one at a time on a worker, the others idle: pinned to a core as the batches are
+        (this process is not), so that a measured time is that of the setting the experiments run in (with one
+        worker: in this process)."""
+        if self.workers == 1:
+            LocalExecutor().run(jobs, store, log=log, progress=progress)
+            return
+        for job in jobs:
+            self._compute([job], store, log)
+
+    def _compute(self, jobs: list[Job], store: Any, log: Callable[[str], None]) -> None:
+        """Send ``jobs`` to the workers in this order and store what each sends back as it arrives."""
+        pool, messages = self._start()
         try:
             futures = [pool.submit(_run_in_process, job, store.load_checkpoint(job.key)) for job in jobs]
             left = len(jobs)
@@ -199,21 +242,29 @@ class ProcessExecutor:
                 elif message[0] == "checkpoint":
                     store.save_checkpoint(*message[1:])
                 else:
-                    for key, rows in message[2]:
-                        store.save_runs(key, rows)
+                    replay(message[2], store)
                     left -= 1
-            pool.shutdown()
         except BaseException:
+            self._stop(wait=False)
+            raise
+
+    def _stop(self, wait: bool) -> None:
+        """End the workers: after their jobs (``wait``), or now, terminating the batches still computing."""
+        if self._pool is None:
+            return
+        pool, messages, self._pool, self._messages = self._pool, self._messages, None, None
+        if wait:
+            pool.shutdown()
+        else:
             pool.shutdown(wait=False, cancel_futures=True)
             for process in multiprocessing.active_children():  # the batches still computing: stop them
                 if process.name.startswith("SpawnProcess"):
                     process.terminate()
-            raise
-        finally:
-            messages.close()
+        messages.close()
 
     def close(self) -> None:
-        """Nothing to release (the workers end with each :meth:`run`)."""
+        """End the worker processes."""
+        self._stop(wait=True)
 
 
 class RayExecutor:
@@ -258,11 +309,15 @@ class RayExecutor:
                 saved, lines = ray.get(ref)
                 for line in lines:
                     log(line)
-                for key, rows in saved:
-                    store.save_runs(key, rows)
+                replay(saved, store)
         finally:
             for ref in pending:  # an error or an interrupt: do not leave the others computing
                 ray.cancel(ref, force=True)
+
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+        """Compute the jobs one at a time in this process (the driver's machine), as the Ray workers' machines and
+        their load are not known."""
+        LocalExecutor().run(jobs, store, log=log, progress=progress)
 
     def close(self) -> None:
         """Shut Ray down if this executor started it."""

@@ -12,8 +12,9 @@ batch runs at the pace of its slowest lane; a run whose select and update times 
 alone with its phases timed apart (:func:`~nlbandit.experiments.claims.phased_runs`,
 :mod:`nlbandit.loops.phases`; a resumed run keeps the samples taken after it resumed).
 
-The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, or Ray workers), except
-those whose times a claim reads: they run in this process, one after the other, after the others are done.
+The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, worker processes, or Ray
+workers); those whose times a claim reads go after the others are done, one at a time
+(:meth:`~nlbandit.experiments.executors.Executor.run_alone`).
 """
 
 from __future__ import annotations
@@ -163,25 +164,22 @@ def run_experiment(
         log(line)
     todo_batches = batches(lacking.todo, timed)
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
-    here = timed | phased  # computed in this process, after the others: a claim reads their time
-    jobs = [Job(batch_id(b), run_batch_job, dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size,
-                                                 on_checkpoint=on_checkpoint))
-            for b, tag in zip(todo_batches, tags) if b[0].run_id not in here]
-    executor.run(jobs, store, log=log, progress=progress)
-    for batch, tag in zip(todo_batches, tags):
-        if batch[0].run_id in phased:
-            _run_phased(exp, store, batch, tag, progress=progress, chunk_size=chunk_size, log=log,
-                        on_checkpoint=on_checkpoint)
-        elif batch[0].run_id in timed:
-            run_batch_job(store, log=log, progress=progress, exp=exp, batch=batch, tag=tag, chunk_size=chunk_size,
-                          on_checkpoint=on_checkpoint)
+    jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
+                dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
+            for b, tag in zip(todo_batches, tags)]
+    alone = timed | phased  # computed one at a time, after the others: a claim reads their time
+    executor.run([j for j, b in zip(jobs, todo_batches) if b[0].run_id not in alone], store, log=log,
+                 progress=progress)
+    executor.run_alone([j for j, b in zip(jobs, todo_batches) if b[0].run_id in alone], store, log=log,
+                       progress=progress)
     return sum(len(b) for b in todo_batches)
 
 
-def _run_phased(exp: Experiment, store: Store, batch: list[RunConfig], tag: str, *, progress: bool,
-                chunk_size: int, log: Callable[[str], None],
-                on_checkpoint: Callable[[SimProgress], None] | None) -> None:
-    """Compute a batch of one run with its select and update phases timed apart, and store the timings."""
+def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
+                   batch: list[RunConfig], tag: str, chunk_size: int,
+                   on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
+    """Compute a batch of one run with its select and update phases timed apart, and store the timings (the
+    ``compute`` of a :class:`~nlbandit.experiments.executors.Job`)."""
     timer = PHASE_TIMERS[exp.loop](batch[0])
 
     def timed_checkpoint(prog: SimProgress) -> None:
