@@ -39,8 +39,7 @@ def batch_key(run: RunConfig) -> str:
     seeds, XLA flags and the loop's own batch fields (they differ in traced hyperparameters only)."""
     loop = LOOPS[run.loop]
     return json.dumps([run.env, run.policy["name"], loop.split(run.policy)[0], run.horizon, run.n_seeds,
-                       run.seed_offset, run.record_points] + ([run.xla] if run.xla else []) + loop.batch_fields(run),
-                      sort_keys=True)
+                       run.seed_offset, run.record_points, run.xla] + loop.batch_fields(run), sort_keys=True)
 
 
 def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[RunConfig]]:
