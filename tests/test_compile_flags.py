@@ -91,6 +91,9 @@ def test_a_quick_command_stores_runs_that_a_command_without_the_flag_finds_curre
         runs = annotated_runs(store)
     assert runs and all(r["config"]["xla"] == QUICK_SCALE and r["current"] for r in runs)
     assert QUICK_SCALE not in os.environ.get("XLA_FLAGS", "")  # (this process: without the flag)
+    pilot = subprocess.run([sys.executable, "-m", "nlbandit.cli", "seeds", str(path), "--scale", "quick", "--db",
+                            str(db)], capture_output=True, text=True, env=env)
+    assert pilot.returncode == 0 and "pilot:" in pilot.stdout, pilot.stderr  # (it plans the quick runs as stored)
 
 
 def test_a_run_compiled_with_the_flag_is_not_recomputed_without_it(monkeypatch, experiment_file):

@@ -310,10 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "evaluate":
         return _evaluate(args)
-    if args.command == "seeds":
-        return _seeds(args)
     if args.scale == "quick":
         compile_quick_scale()  # (before JAX starts its backend, and before the runs are planned: they record it)
+    if args.command == "seeds":
+        return _seeds(args)
     try:
         from nlbandit.experiments.executors import make_executor
         from nlbandit.experiments.plan import load_experiment
