@@ -4,8 +4,8 @@ The quick scale's batches run for seconds, so XLA's compiler is most of their ti
 the 1,117 s that the quick tier's batches took, summed over both workers). XLA's LLVM IR fusion emitters compile
 the same programs in about 60% of the time of its default MLIR ones (``--xla_cpu_use_fusion_emitters=false``;
 the quick tier's compilation 375 s against 624 s, its runs 494 s against 493 s; docs/performance.md). A command
-whose runs are all at the quick scale (``run``, ``report``, ``check`` with ``--scale quick``) sets that flag in
-``XLA_FLAGS`` before JAX starts its backend, and the worker processes it starts inherit it.
+whose runs are all at the quick scale (``run``, ``report``, ``check``, ``seeds`` with ``--scale quick``) sets that
+flag in ``XLA_FLAGS`` before JAX starts its backend, and the worker processes it starts inherit it.
 
 ``XLA_FLAGS`` is part of every run's code hash (:mod:`nlbandit.provenance`), except the flags of
 :data:`IN_IDENTITY`: those are part of the run's identity instead (:attr:`nlbandit.experiments.spec.RunConfig.xla`,
