@@ -108,7 +108,8 @@ def test_untuned_experiment_is_refused_by_the_runner_and_the_report(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("seeds = 2", "seeds = 2\noffset = 10").replace("seeds = 3", "seeds = 3\n[scales.full]\nseeds = 20"),
+    (lambda t: t.replace("seeds = 2", "seeds = 2\noffset = 10").replace("seeds = 3",
+                                                                        "seeds = 3\n[scales.full]\nseeds = 20"),
      "'tune.offset' = 10 must be at least 20"),
     (lambda t: t.replace("[tune]\nseeds = 2\n", ""), "field 'tune' needs a \\[tune\\] table"),
     (lambda t: t.replace("alpha = 2.0", "alpha = [1.0, 2.0]\ntune = { alpha = [1.0] }"),
@@ -168,14 +169,20 @@ tune = {{ lr = {grid} }}
 
 
 def test_a_diverging_stand_in_is_found_through_its_slot(tmp_path):
-    # lr = 1e5 diverges too, so after 1e6 (point 0) it is the stand-in that diverges, in 1e6's slot as well: the
-    # error names slot 0, which must be read as point 1 (else the loop would set point 0 aside forever)
-    exp = load_experiment(_write(tmp_path, DIVERGING.format(grid="[1e6, 1e5, 0.01]")))
+    # lr = 1e6 (point 0) diverges at the first training (round 10), lr = 0.7 only at the second (round 20): in
+    # chunks of 10 rounds the batch stops after the first chunk naming point 0 alone, and on the rerun it is the
+    # stand-in, point 1, that diverges in 1e6's slot as well: slots [0, 1] must be read as point 1 (else the loop
+    # would set point 0 aside forever)
+    exp = load_experiment(_write(tmp_path, DIVERGING.format(grid="[1e6, 0.7, 0.01]")))
     messages = []
     with Store(tmp_path / "db.duckdb") as store:
-        (result,) = tuning_results(tune_experiment(exp, store, progress=False, log=messages.append), store)
+        tuned = tune_experiment(exp, store, progress=False, log=messages.append, chunk_size=10)
+        (result,) = tuning_results(tuned, store)
     assert result.means[0] == result.means[1] == np.inf and np.isfinite(result.means[2]) and result.chosen == 2
-    assert sum("diverged, never chosen" in m for m in messages) == 2
+    assert [m.split("] ")[-1] for m in messages if "run again" in m] == [
+        "run again with a stand-in for the 1 diverged point(s)", "run again with a stand-in for the 2 diverged "
+        "point(s)"]
+    assert "grid points [0, 1]" in [m for m in messages if "diverged, never chosen" in m][1]
 
 
 def test_a_diverging_point_is_never_chosen(tmp_path):
@@ -186,11 +193,12 @@ def test_a_diverging_point_is_never_chosen(tmp_path):
         (result,) = tuning_results(tuned, store)
         assert result.means[0] == result.means[2] == np.inf and np.all(np.isfinite(result.means[1::2]))
         assert result.chosen in (1, 3) and tuned.runs[0].policy["lr"] in (0.01, 0.02)
-        assert sum("diverged, never chosen" in m for m in messages) == 2
-        # each diverged point is stored so and the batch reruns with a healthy point standing in for it
+        # both diverge at the first training, in the same chunk: both are stored so at once, and the batch reruns
+        # once, with a healthy point standing in for each
+        (failed,) = [m for m in messages if "diverged, never chosen" in m]
+        assert "grid points [0, 2]" in failed
         assert [m.split("] ")[-1] for m in messages if "run again" in m] == [
-            "run again with a stand-in for the 1 diverged point(s)", "run again with a stand-in for the 2 diverged "
-            "point(s)"]
+            "run again with a stand-in for the 2 diverged point(s)"]
         run_experiment(tuned, store, progress=False, log=lambda m: None)
         md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", [result])
         assert "| UCB-2 | — | lr=1000000.0 | diverged | — |" in md.read_text()

@@ -336,7 +336,8 @@ def simulate(
             at = tuple(np.argwhere(~sound)[0])
             point = jax.tree.map(lambda a: (np.asarray(a)[at[0]] if grid else np.asarray(a)).tolist(), params)
             raise ValueError(f"policy '{policy.meta.name}', seed {seed_list[at[-2]]}"
-                             + (f" (grid point {at[0]})" if grid else "")
+                             + (f" (grid point {at[0]}; diverged in this chunk: grid points "
+                                f"{sorted(set(np.argwhere(~sound)[:, 0].tolist()))})" if grid else "")
                              + f", round {prog.t_done + at[-1] + 1}: its state became non-finite (training "
                              f"diverged) with params {point}; use a smaller step size or rescale the "
                              "features")

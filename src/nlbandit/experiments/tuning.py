@@ -15,7 +15,9 @@ A grid point whose training diverges (the engine refuses a non-finite state) is 
 search over a learning rate must allow: it is stored with infinite regret (and −∞ reward: the store keeps no
 NaN) and reported as diverged. When a batch fails so, the point the engine's error names is stored so and the
 batch runs again with a healthy point of its own standing in for it (the same shapes: no new compilation), until
-it completes; its stand-ins' results are dropped.
+it completes; its stand-ins' results are dropped. Every point that diverged in the chunk where the batch stopped is
+set aside at once (the engine's error names them all), so a grid whose points diverge together, as a learning-rate
+grid's large steps do, runs twice rather than once per diverged point.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ METRIC = {"min-regret": "regret", "max-reward": "reward"}
 """The stored curve each objective reads."""
 DIVERGED = "its state became non-finite"
 """What :func:`~nlbandit.core.simulate.simulate`'s error says of a diverged training."""
-GRID_POINT = r"\(grid point (\d+)\)"
-"""How that error names the diverged point of a grid (its index in the batch)."""
+GRID_POINTS = r"diverged in this chunk: grid points \[([\d, ]+)\]"
+"""How that error names the diverged points of a grid (their indices in the batch)."""
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,14 @@ def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp:
                                progress=tag if progress else False)
             break
         except ValueError as e:
-            named = re.search(GRID_POINT, str(e)) if len(batch) > 1 else None
+            named = re.search(GRID_POINTS, str(e)) if len(batch) > 1 else None
             if DIVERGED not in str(e) or (named is None and len(batch) > 1):
                 raise
-            i = source[int(named.group(1))] if named else 0  # a stand-in's slot names the stand-in
+            slots = [int(j) for j in named.group(1).split(",")] if named else [0]
             log(f"{tag} diverged, never chosen: {e}")
-            _store_diverged(store, exp, batch[i], loop, chunk_size)
-            diverged.add(i)
+            for i in sorted({source[j] for j in slots}):  # a stand-in's slot names the stand-in
+                _store_diverged(store, exp, batch[i], loop, chunk_size)
+                diverged.add(i)
             if len(diverged) == len(batch):
                 return
             log(f"{tag} run again with a stand-in for the {len(diverged)} diverged point(s)")
