@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from executor_cases import EXPERIMENT, assert_same, results
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, make_executor
+from nlbandit.experiments.runner import balance
 
 
 def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, experiment_file):
@@ -26,7 +28,26 @@ def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, exp
     with contextlib.closing(ProcessExecutor(2)) as executor:
         remote, remote_checkpoints = results(path, executor, tmp_path / "processes.duckdb", chunk_size=100)
     assert_same(local, remote)
+    # the tuning's one batch (2 points) held all the call's work: for two workers it was cut in two
+    assert sorted(size for _, _, size in local.values()) == [1, 1, 1, 1, 2, 2]
+    assert sorted(size for _, _, size in remote.values()) == [1] * 6
     assert sorted(remote_checkpoints) == sorted(local_checkpoints) and remote_checkpoints  # every one, stored
+
+
+def _runs(label, n, seeds=5, horizon=5000):
+    return [SimpleNamespace(label=f"{label}{i}", n_seeds=seeds, horizon=horizon) for i in range(n)]
+
+
+def test_a_batch_holding_more_than_a_workers_share_is_cut_in_halves_in_its_place():
+    grid, small = _runs("g", 9), [_runs(x, 1) for x in "abc"]
+    sizes = [[r.label for r in b] for b in balance([grid] + small, 2)]
+    assert sizes == [[f"g{i}" for i in range(5)], [f"g{i}" for i in range(5, 9)], ["a0"], ["b0"], ["c0"]]
+    assert balance([grid] + small, 1) == [grid] + small  # one worker: nothing to balance
+    assert [len(b) for b in balance([_runs("g", 8)], 4)] == [2, 2, 2, 2]
+    alone = [_runs("x", 1, horizon=10**6)] + small  # a single run is never cut
+    assert balance(alone, 2) == alone
+    tuning = [_runs(x, 25, seeds=1, horizon=300) for x in "pqr"]  # no batch over its share
+    assert balance(tuning, 2) == tuning
 
 
 def _fail(store, *, log, progress):

@@ -49,7 +49,9 @@ class Job:
 
 
 class Executor(Protocol):
-    """Computes jobs and has their results stored in ``store``."""
+    """Computes jobs and has their results stored in ``store``; ``slots`` of them at once."""
+
+    slots: int
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
         """Compute every job; return when all are stored."""
@@ -63,6 +65,8 @@ class Executor(Protocol):
 
 class LocalExecutor:
     """Jobs one after the other in this process, storing straight into the database (checkpointed)."""
+
+    slots = 1
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
         """Compute the jobs in order."""
@@ -190,7 +194,7 @@ class ProcessExecutor:
             workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
-        self.workers = workers
+        self.workers = self.slots = workers
         self._pool: ProcessPoolExecutor | None = None
         self._messages: Any = None
 
@@ -286,6 +290,7 @@ class RayExecutor:
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         self.address, self.max_retries = address, max_retries
+        self.slots = 1  # (the cluster's size is not known before it is joined: batches are not cut for it)
         self._started = False  # whether this executor called ray.init (and close shuts Ray down)
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:

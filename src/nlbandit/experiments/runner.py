@@ -52,6 +52,28 @@ def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[R
     return list(groups.values())
 
 
+def balance(todo: list[list[RunConfig]], slots: int) -> list[list[RunConfig]]:
+    """``todo``'s batches, with any batch of several runs that holds more than its share of the work of ``slots``
+    workers cut in halves (in its place), again until none does: otherwise the other workers would wait on it.
+    The work of a batch is its seed-rounds (runs × seeds × rounds); one program computes each half (two where their
+    sizes differ), and each run's numbers do not depend on its batch's other runs."""
+    def work(batch: list[RunConfig]) -> int:
+        return sum(r.n_seeds * r.horizon for r in batch)
+
+    share = sum(work(b) for b in todo) / slots
+    out: list[list[RunConfig]] = []
+    for batch in todo:
+        pending = [batch]
+        while pending:
+            b = pending.pop(0)
+            if slots > 1 and len(b) > 1 and work(b) > share:
+                half = (len(b) + 1) // 2
+                pending[:0] = [b[:half], b[half:]]
+            else:
+                out.append(b)
+    return out
+
+
 def seed_ranges(seeds: list[int]) -> list[range]:
     """Ascending ``seeds`` as maximal ranges of consecutive seeds."""
     out: list[range] = []
@@ -161,7 +183,7 @@ def run_experiment(
     lacking = missing(store, exp.runs, timed, phased)
     for line in lacking.describe(store):
         log(line)
-    todo_batches = batches(lacking.todo, timed)
+    todo_batches = balance(batches(lacking.todo, timed), executor.slots)
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
     jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
                 dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))

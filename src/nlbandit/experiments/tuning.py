@@ -30,7 +30,7 @@ import numpy as np
 
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
-from nlbandit.experiments.runner import batches, missing
+from nlbandit.experiments.runner import balance, batches, missing
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, batch_id, stored_rows
@@ -128,11 +128,12 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
     lacking = missing(store, candidates)
     for line in lacking.describe(store, "tuning run"):
         log(line)
-    todo = batches(lacking.todo)
+    executor = LocalExecutor() if executor is None else executor
+    todo = balance(batches(lacking.todo), executor.slots)
     jobs = [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[tune {i}/{len(todo)}]",
                                                   chunk_size=chunk_size))
             for i, batch in enumerate(todo, 1)]
-    (LocalExecutor() if executor is None else executor).run(jobs, store, log=log, progress=progress)
+    executor.run(jobs, store, log=log, progress=progress)
     results = tuning_results(exp, store)
     chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in results}
     return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=tuple(results))
