@@ -41,7 +41,7 @@ class RunConfig:
         for tuning runs).
       xla: the XLA flags of :data:`nlbandit.compile_flags.IN_IDENTITY` it is compiled with (space-separated; empty:
         none), part of its identity when not empty, as they are not part of its code hash: the quick scale's
-        :data:`~nlbandit.compile_flags.QUICK_SCALE` where the command set it.
+        :data:`~nlbandit.compile_flags.QUICK_SCALE` where the command set them.
     """
 
     label: str
