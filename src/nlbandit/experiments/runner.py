@@ -183,12 +183,14 @@ def run_experiment(
     lacking = missing(store, exp.runs, timed, phased)
     for line in lacking.describe(store):
         log(line)
-    todo_batches = balance(batches(lacking.todo, timed), executor.slots)
+    alone = timed | phased  # computed one at a time, after the others: a claim reads their time
+    grouped = batches(lacking.todo, timed)
+    todo_batches = (balance([b for b in grouped if b[0].run_id not in alone], executor.slots)
+                    + [b for b in grouped if b[0].run_id in alone])
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
     jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
                 dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
             for b, tag in zip(todo_batches, tags)]
-    alone = timed | phased  # computed one at a time, after the others: a claim reads their time
     executor.run([j for j, b in zip(jobs, todo_batches) if b[0].run_id not in alone], store, log=log,
                  progress=progress)
     executor.run_alone([j for j, b in zip(jobs, todo_batches) if b[0].run_id in alone], store, log=log,

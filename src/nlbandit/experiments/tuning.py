@@ -13,11 +13,11 @@ back for its tuning table.
 
 A grid point whose training diverges (the engine refuses a non-finite state) is never chosen, as a grid
 search over a learning rate must allow: it is stored with infinite regret (and −∞ reward: the store keeps no
-NaN) and reported as diverged. When a batch fails so, the point the engine's error names is stored so and the
-batch runs again with a healthy point of its own standing in for it (the same shapes: no new compilation), until
-it completes; its stand-ins' results are dropped. Every point that diverged in the chunk where the batch stopped is
-set aside at once (the engine's error names them all), so a grid whose points diverge together, as a learning-rate
-grid's large steps do, runs twice rather than once per diverged point.
+NaN) and reported as diverged. When a batch fails so, the points the engine's error names (every one that diverged
+in the chunk where the batch stopped) are stored so and the batch runs again with a healthy point of its own
+standing in for each (the same shapes: no new compilation), until it completes; its stand-ins' results are
+dropped. So a grid whose points diverge together, as a learning-rate grid's large steps do, runs twice rather than
+once per diverged point.
 """
 
 from __future__ import annotations
