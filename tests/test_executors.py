@@ -40,8 +40,8 @@ def _runs(label, n, seeds=5, horizon=5000):
 
 def test_a_batch_holding_more_than_a_workers_share_is_cut_in_halves_in_its_place():
     grid, small = _runs("g", 9), [_runs(x, 1) for x in "abc"]
-    sizes = [[r.label for r in b] for b in balance([grid] + small, 2)]
-    assert sizes == [[f"g{i}" for i in range(5)], [f"g{i}" for i in range(5, 9)], ["a0"], ["b0"], ["c0"]]
+    labels = [[r.label for r in b] for b in balance([grid] + small, 2)]
+    assert labels == [[f"g{i}" for i in range(5)], [f"g{i}" for i in range(5, 9)], ["a0"], ["b0"], ["c0"]]
     assert balance([grid] + small, 1) == [grid] + small  # one worker: nothing to balance
     assert [len(b) for b in balance([_runs("g", 8)], 4)] == [2, 2, 2, 2]
     alone = [_runs("x", 1, horizon=10**6)] + small  # a single run is never cut
