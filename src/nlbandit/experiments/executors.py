@@ -194,9 +194,14 @@ class ProcessExecutor:
             workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
-        self.workers = self.slots = workers
+        self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
         self._messages: Any = None
+
+    @property
+    def slots(self) -> int:
+        """How many jobs compute at once: one per worker."""
+        return self.workers
 
     def _start(self) -> tuple[ProcessPoolExecutor, Any]:
         """The worker pool and its queue to the driver, started at the first call."""

@@ -184,18 +184,15 @@ def run_experiment(
     lacking = missing(store, exp.runs, timed, phased)
     for line in lacking.describe(store):
         log(line)
-    alone = timed | phased  # computed one at a time, after the others: a claim reads their time
-    grouped = batches(lacking.todo, timed)
-    todo_batches = (balance([b for b in grouped if b[0].run_id not in alone], executor.slots)
-                    + [b for b in grouped if b[0].run_id in alone])
+    grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
+    side_by_side = balance([b for b in grouped if b[0].run_id not in timed], executor.slots)
+    todo_batches = side_by_side + [b for b in grouped if b[0].run_id in timed]  # timed: one at a time, after
     tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
     jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
                 dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
             for b, tag in zip(todo_batches, tags)]
-    executor.run([j for j, b in zip(jobs, todo_batches) if b[0].run_id not in alone], store, log=log,
-                 progress=progress)
-    executor.run_alone([j for j, b in zip(jobs, todo_batches) if b[0].run_id in alone], store, log=log,
-                       progress=progress)
+    executor.run(jobs[:len(side_by_side)], store, log=log, progress=progress)
+    executor.run_alone(jobs[len(side_by_side):], store, log=log, progress=progress)
     return sum(len(b) for b in todo_batches)
 
 

@@ -76,9 +76,9 @@ def tuning_job(store: Store, *, log: Callable[[str], None], progress: bool, exp:
             named = re.search(GRID_POINTS, str(e)) if len(batch) > 1 else None
             if DIVERGED not in str(e) or (named is None and len(batch) > 1):
                 raise
-            slots = [int(j) for j in named.group(1).split(",")] if named else [0]
+            failed = [int(j) for j in named.group(1).split(",")] if named else [0]  # slots of the batch
             log(f"{tag} diverged, never chosen: {e}")
-            for i in sorted({source[j] for j in slots}):  # a stand-in's slot names the stand-in
+            for i in sorted({source[j] for j in failed}):  # a stand-in's slot names the stand-in
                 _store_diverged(store, exp, batch[i], loop, chunk_size)
                 diverged.add(i)
             if len(diverged) == len(batch):
