@@ -96,6 +96,36 @@ def test_raising_seeds_computes_only_the_new_ones(tmp_path, experiment_file, mon
             store.load(four.runs[0].series_id, range(5))
 
 
+def test_loading_many_runs_at_once_reads_each_as_alone(tmp_path, experiment_file):
+    """``load_many`` reads every request (several series, seeds across two parts, a series asked for twice) as it is
+    read alone, and as the database holds it; one request for a seed not stored fails the call, naming its series."""
+    two = load_experiment(experiment_file(EXPERIMENT.format(seeds=2), "two"))
+    four = load_experiment(experiment_file(EXPERIMENT.format(seeds=4), "four"))
+    with Store(tmp_path / "m.duckdb") as store:
+        run_experiment(two, store, progress=False, log=_quiet)
+        run_experiment(four, store, progress=False, log=_quiet)  # each series in two parts: seeds 0-1 and 2-3
+        requests = [(r.series_id, seeds) for r in four.runs for seeds in (range(4), [3, 1], [2])]
+        together = store.load_many(requests, with_arms=True)
+        assert [run.parts for run in together] == [2, 2, 1] * len(four.runs)
+        for (series_id, seeds), run in zip(requests, together):
+            alone = store.load_many([(series_id, seeds)], with_arms=True)[0]
+            assert (run.series_id, run.seeds) == (series_id, tuple(sorted(seeds)))
+            assert (run.label, run.config, run.compile_s, run.run_s, run.batch_size, run.phases) == (
+                alone.label, alone.config, alone.compile_s, alone.run_s, alone.batch_size, alone.phases)
+            for a, b in [(run.rounds, alone.rounds), (run.arms, alone.arms)] + [
+                    (run.curves[m], alone.curves[m]) for m in alone.curves]:
+                np.testing.assert_array_equal(a, b)
+            for i, seed in enumerate(run.seeds):
+                held = store.con.execute("SELECT t, value FROM curves WHERE series_id = ? AND seed = ? AND metric = "
+                                         "'regret' ORDER BY t", [series_id, seed]).fetchall()
+                np.testing.assert_array_equal(run.rounds, [t for t, _ in held])
+                np.testing.assert_array_equal(run.cum_regret[i], [v for _, v in held])
+                np.testing.assert_array_equal(run.arms[i], store.con.execute(
+                    "SELECT arms FROM seeds WHERE series_id = ? AND seed = ?", [series_id, seed]).fetchone()[0])
+        with pytest.raises(KeyError, match=four.runs[1].series_id):
+            store.load_many([requests[0], (four.runs[1].series_id, range(5))])
+
+
 def test_a_timed_run_stored_in_pieces_is_computed_again_whole(tmp_path, experiment_file):
     two = load_experiment(experiment_file(EXPERIMENT.format(seeds=2), "two"))
     four = load_experiment(experiment_file(EXPERIMENT.format(seeds=4), "four"))

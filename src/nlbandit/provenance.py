@@ -129,9 +129,15 @@ class _Normalise(ast.NodeTransformer):
 def normalised_source(path: Path) -> bytes:
     """What of file ``path`` is hashed: its syntax tree without docstrings, comments, formatting and the
     messages of ``raise`` and ``assert`` (:class:`_Normalise`); for a package ``__init__``, also without its
-    imports of ``nlbandit`` modules and its ``__all__`` (module docstring)."""
-    tree = ast.parse(path.read_bytes())
-    if path.name == "__init__.py":
+    imports of ``nlbandit`` modules and its ``__all__`` (module docstring). Parsed once per content of the file
+    in a process: the code hashes of different runs share most of their modules."""
+    return _normalised(path.read_bytes(), path.name == "__init__.py")
+
+
+@lru_cache(maxsize=None)
+def _normalised(source: bytes, package_init: bool) -> bytes:
+    tree = ast.parse(source)
+    if package_init:
 
         def kept(node: ast.stmt) -> bool:
             if isinstance(node, ast.ImportFrom):

@@ -422,46 +422,84 @@ class Store:
     def load(self, series_id: str, seeds: Iterable[int], with_arms: bool = False) -> StoredRun:
         """Read ``seeds`` of a stored series back (``KeyError`` naming the series if one of them is not stored;
         ``ValueError`` if they were recorded at different rounds)."""
-        wanted = sorted(set(seeds))
-        head = self.con.execute("SELECT label, config FROM series WHERE series_id = ?", [series_id]).fetchone()
-        held = self.con.execute(
-            "SELECT part_first, part_seeds, count(*) FROM seeds WHERE series_id = ? AND list_contains(?, seed)"
-            " GROUP BY part_first, part_seeds ORDER BY part_first", [series_id, wanted]).fetchall()
-        if head is None or sum(n for *_, n in held) != len(wanted):
-            raise KeyError(series_id)
-        parts = [self.con.execute(
-            "SELECT compile_s, run_s, batch_size, n_seeds FROM parts WHERE series_id = ? AND first_seed = ? AND"
-            " n_seeds = ?", [series_id, first, size]).fetchone() + (n,) for first, size, n in held]
+        return self.load_many([(series_id, seeds)], with_arms)[0]
+
+    def load_many(self, requests: Iterable[tuple[str, Iterable[int]]], with_arms: bool = False) -> list[StoredRun]:
+        """:meth:`load` of each (series_id, seeds) of ``requests``, in order, by six queries in all (a report reads
+        hundreds of runs, and each query costs milliseconds: 2,504 runs of the quick tier in 2.5 s against 33.6 s
+        one by one)."""
+        requests = [(series_id, sorted(set(seeds))) for series_id, seeds in requests]
+        if not requests:
+            return []
+        wanted = {  # noqa: F841  (read by DuckDB's replacement scan)
+            "i": np.repeat(np.arange(len(requests), dtype=np.int64), [len(w) for _, w in requests]),
+            "series_id": np.array([series_id for series_id, w in requests for _ in w], dtype=str),
+            "seed": np.array([seed for _, w in requests for seed in w], dtype=np.int64),
+        }
+        ids = sorted({series_id for series_id, _ in requests})
+        con = self.con
+        heads = {series_id: (label, config) for series_id, label, config in con.execute(
+            "SELECT series_id, label, config FROM series WHERE list_contains(?, series_id)", [ids]).fetchall()}
+        held: dict[int, list[tuple[int, int, int]]] = {}
+        for i, first, size, n in con.execute(
+                "SELECT w.i, s.part_first, s.part_seeds, count(*) FROM wanted w JOIN seeds s USING (series_id, seed)"
+                " GROUP BY ALL ORDER BY w.i, s.part_first, s.part_seeds").fetchall():
+            held.setdefault(i, []).append((first, size, n))
+        timing = {(series_id, first, size): (c, r, b) for series_id, first, size, c, r, b in con.execute(
+            "SELECT series_id, first_seed, n_seeds, compile_s, run_s, batch_size FROM parts"
+            " WHERE list_contains(?, series_id)", [ids]).fetchall()}
+        c = con.execute("SELECT w.i, c.metric, c.t, c.value FROM wanted w JOIN curves c USING (series_id, seed)"
+                        " ORDER BY w.i, c.metric, c.seed, c.t").fetchnumpy()
+        bounds = np.searchsorted(np.asarray(c["i"]), np.arange(len(requests) + 1))
+        arms: dict[int, list] = {}
+        if with_arms:
+            for i, a in con.execute("SELECT w.i, s.arms FROM wanted w JOIN seeds s USING (series_id, seed)"
+                                    " ORDER BY w.i, s.seed").fetchall():
+                arms.setdefault(i, []).append(a)
+        phases: dict[tuple[str, int, int], list] = {}
+        for series_id, first, size, t, select_s, update_s in con.execute(
+                "SELECT series_id, part_first, part_seeds, t, select_s, update_s FROM phases"
+                " WHERE list_contains(?, series_id) ORDER BY series_id, part_first, part_seeds, t", [ids]).fetchall():
+            phases.setdefault((series_id, first, size), []).append((t, select_s, update_s))
+        out = []
+        for i, (series_id, seeds) in enumerate(requests):
+            parts = held.get(i, [])
+            if series_id not in heads or sum(n for *_, n in parts) != len(seeds):
+                raise KeyError(series_id)
+            rows = slice(bounds[i], bounds[i + 1])
+            curves = np.asarray(c["metric"][rows], dtype=object), np.asarray(c["t"][rows]), np.asarray(c["value"][rows])
+            out.append(self._stored_run(series_id, heads[series_id], seeds, parts, timing, *curves,
+                                        arms.get(i) if with_arms else None, phases))
+        return out
+
+    @staticmethod
+    def _stored_run(series_id: str, head: tuple[str, str], wanted: list[int], held: list[tuple[int, int, int]],
+                    timing: dict, metric: np.ndarray, t: np.ndarray, value: np.ndarray, arms: list | None,
+                    phases: dict) -> StoredRun:
+        """One :class:`StoredRun` from what :meth:`load_many` read: its parts (first seed, size, seeds read from
+        it), their timing, its curve rows ordered by metric, seed and round, its arms, the phase timings."""
+        parts = [timing[(series_id, first, size)] + (size, n) for first, size, n in held]
         sizes = {b for _, _, b, _, _ in parts}
         per_batch = len(sizes) > 1
         compile_s = sum(c / (b if per_batch else 1) for c, _, b, _, _ in parts)
         run_s = sum(r * n / size / (b if per_batch else 1) for _, r, b, size, n in parts)
-        c = self.con.execute("SELECT metric, t, value FROM curves WHERE series_id = ? AND list_contains(?, seed)"
-                             " ORDER BY metric, seed, t", [series_id, wanted]).fetchnumpy()
-        metric = np.asarray(c["metric"], dtype=object)
         names = list(dict.fromkeys(metric))
         try:
-            rounds = np.asarray(c["t"])[metric == names[0]].reshape(len(wanted), -1)
-            curves = {m: np.asarray(c["value"])[metric == m].reshape(len(wanted), -1) for m in names}
+            rounds = t[metric == names[0]].reshape(len(wanted), -1)
+            curves = {m: value[metric == m].reshape(len(wanted), -1) for m in names}
         except ValueError:
             rounds = None
         if rounds is None or not (rounds == rounds[0]).all():
             raise ValueError(f"stored run {series_id}: seeds {wanted[0]}..{wanted[-1]} were recorded at different "
                              "rounds (a diverged tuning point beside finished seeds?); delete it ('nlbandit results "
                              "prune' after a code change) and compute it again")
-        arms = None
-        if with_arms:
-            a = self.con.execute("SELECT arms FROM seeds WHERE series_id = ? AND list_contains(?, seed) ORDER BY seed",
-                                 [series_id, wanted]).fetchall()
-            arms = np.array([x[0] for x in a], dtype=np.int32)
-        phases = None
+        timed = None
         if len(held) == 1 and (held[0][0], held[0][1]) == (wanted[0], len(wanted)):
-            p = self.con.execute("SELECT t, select_s, update_s FROM phases WHERE series_id = ? AND part_first = ? AND"
-                                 " part_seeds = ? ORDER BY t", [series_id, wanted[0], len(wanted)]).fetchnumpy()
-            phases = (np.asarray(p["t"]), np.asarray(p["select_s"]), np.asarray(p["update_s"])) if len(p["t"]) \
-                else None
+            sampled = phases.get((series_id, wanted[0], len(wanted)))
+            timed = None if not sampled else tuple(np.array(column) for column in zip(*sampled))
         return StoredRun(series_id, head[0], json.loads(head[1]), tuple(wanted), rounds[0], curves, compile_s, run_s,
-                         1 if per_batch else sizes.pop(), len(held), arms, phases)
+                         1 if per_batch else sizes.pop(), len(held), None if arms is None else
+                         np.array(arms, dtype=np.int32), timed)
 
     def index(self) -> list[dict[str, Any]]:
         """Every stored series: series_id, experiment, label, config (its identity, with its ``code`` hash),

@@ -137,7 +137,7 @@ def revalidate(store: Store, log: Callable[[str], None] = print,
     adopted, stale = [], []
     for (_, sample), group in groups.items():
         runs = [run for _, run in group]
-        stored = [store.load(row["series_id"], sample, with_arms=True) for row, _ in group]
+        stored = store.load_many([(row["series_id"], sample) for row, _ in group], with_arms=True)
         try:
             out, error = recompute_sample(runs, list(sample), lambda o: all(
                 matches(o, i, stored[i]) for i in range(len(group)))), None

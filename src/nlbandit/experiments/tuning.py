@@ -103,9 +103,9 @@ def _store_diverged(store: Store, exp: Experiment, run: RunConfig, loop, chunk_s
 def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
     """Every tuning of ``exp`` read back from ``store`` (``KeyError`` when a tuning run is missing; a diverged
     point's mean is infinite, ``ValueError`` when all diverged)."""
-    out = []
+    out, stored = [], iter(store.load_many([(c.series_id, c.seeds) for t in exp.tuning for c in t.candidates]))
     for tuning in exp.tuning:
-        finals = [store.load(c.series_id, c.seeds).curves[METRIC[tuning.objective]][:, -1] for c in tuning.candidates]
+        finals = [next(stored).curves[METRIC[tuning.objective]][:, -1] for _ in tuning.candidates]
         means = [float(np.mean(f)) for f in finals]
         ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size)
               if f.size > 1 and np.all(np.isfinite(f)) else 0.0 for f in finals]

@@ -25,7 +25,7 @@ from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
 from nlbandit.provenance import package_hash
 from nlbandit.plugins import Diagnostic, Panel, claim_functions, of_kind
-from nlbandit.report.runlist import run_list, run_list_path, stored_digest
+from nlbandit.report.runlist import run_list, run_list_path, stored_digests
 from nlbandit.store import Store, StoredRun
 
 Z95 = 1.959963984540054
@@ -84,7 +84,8 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     a series and was not through :func:`~nlbandit.experiments.tuning.tune_experiment`)."""
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
-    return [Row(r, store.load(r.series_id, r.seeds), stored_digest(store, r)) for r in exp.runs]
+    stored = store.load_many([(r.series_id, r.seeds) for r in exp.runs])
+    return [Row(r, s, d) for r, s, d in zip(exp.runs, stored, stored_digests(store, exp.runs))]
 
 
 def claim_curves(exp: Experiment, rows: list[Row]) -> Callable[..., tuple]:

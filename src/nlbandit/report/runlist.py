@@ -50,10 +50,10 @@ def digest(rounds: np.ndarray, arms: np.ndarray, curves: dict[str, np.ndarray]) 
     return h.hexdigest()[:16]
 
 
-def stored_digest(store: Store, run: RunConfig) -> str:
-    """The :func:`digest` of the first and last seed of a stored run."""
-    sample = store.load(run.series_id, sample_seeds(list(run.seeds)), with_arms=True)
-    return digest(sample.rounds, sample.arms, sample.curves)
+def stored_digests(store: Store, runs: list[RunConfig]) -> list[str]:
+    """The :func:`digest` of the first and last seed of each stored run of ``runs``."""
+    samples = store.load_many([(run.series_id, sample_seeds(list(run.seeds))) for run in runs], with_arms=True)
+    return [digest(sample.rounds, sample.arms, sample.curves) for sample in samples]
 
 
 def run_list_path(md: Path) -> Path:
