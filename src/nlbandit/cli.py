@@ -4,9 +4,10 @@
   database, print the results table, write the report (markdown + PNG).
 * ``nlbandit report FILE``: (run what is missing and) write the report.
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
-  FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then run in
-  turn with the same options (reports in ``<out>/<paper>/``), and a summary of wall times and verdicts per
-  file ends with the total wall time.
+  FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then computed with the
+  same options, the files' batches together so that the workers stay busy across files
+  (:mod:`nlbandit.experiments.waves`), then reported in turn (in ``<out>/<paper>/``); a summary of each file's
+  worker seconds and verdicts ends with the total wall time.
 * ``nlbandit seeds FILE [--scale S] [--seeds N]``: from a pilot's stored runs, the seeds at which each claim's
   paired comparisons are resolved (:mod:`nlbandit.experiments.power`); computes nothing.
 * ``nlbandit results [list|revalidate|prune]``: the stored runs and whether the code that computed them is current;
@@ -60,8 +61,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("report", "write the report (running what is missing)"),
                        ("check", "check the claims (running what is missing); exit 1 if one fails")):
         c = sub.add_parser(name, help=text, description=text)
-        c.add_argument("file", type=Path, help="experiment file (TOML), or a folder: every *.toml below it, one "
-                       "after the other, with a summary of times and verdicts")
+        c.add_argument("file", type=Path, help="experiment file (TOML), or a folder: every *.toml below it, "
+                       "computed together, reported in turn, with a summary of worker seconds and verdicts")
         c.add_argument("--scale", choices=("quick", "full"), default="quick", help="experiment scale (default quick)")
         c.add_argument("--seeds", type=int, default=None, help="override the number of repetitions")
         c.add_argument("--cases", default=None, metavar="NAME[,NAME...]",
@@ -338,22 +339,28 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3 if isinstance(e, StoreBusyError) else 2
+    from nlbandit.experiments.waves import run_experiments
+
     status, summary, start = 0, [], time.perf_counter()
     with command_cache(), store, contextlib.closing(args.executor_object):
-        for (path, exp), out in zip(experiments, outs):
-            t0 = time.perf_counter()
-            code, verdicts = _run_one(args, path, exp, store, out)
-            seconds = time.perf_counter() - t0
-            where = "" if args.file.is_dir() else f" on {machine.describe()}"  # (a folder: once, in its total)
-            print(f"{path}: {seconds:.1f} s wall time{where}", flush=True)
+        for path, exp in experiments:
+            for case, why in exp.missing.items():
+                print(f"{path}: not run: case {case!r}: {why}", file=sys.stderr)
+        tuned, seconds = run_experiments([exp for _, exp in experiments], store, args.executor_object,
+                                         progress=not args.no_progress, chunk_size=args.chunk_size,
+                                         log=lambda line: print(line, file=sys.stderr))
+        for (path, _), exp, out, worked in zip(experiments, tuned, outs, seconds):
+            code, verdicts = _report_one(args, path, exp, store, out)
+            print(f"{path}: {worked:.1f} s of worker time" if args.file.is_dir() else
+                  f"{path}: {time.perf_counter() - start:.1f} s wall time on {machine.describe()}", flush=True)
             status = max(status, code)
-            summary.append((path, seconds, verdicts))
+            summary.append((path, worked, verdicts))
     if args.file.is_dir():
         width = max(len(str(path)) for path, _, _ in summary) + 2
-        print(f"\n{'experiment':<{width}} {'wall s':>9}  claims")
-        for path, seconds, verdicts in summary:
+        print(f"\n{'experiment':<{width}} {'worker s':>9}  claims")
+        for path, worked, verdicts in summary:
             counts = ", ".join(f"{n} {v}" for v, n in sorted(Counter(verdicts).items())) or "none"
-            print(f"{str(path):<{width}} {seconds:>9.1f}  {counts}")
+            print(f"{str(path):<{width}} {worked:>9.1f}  {counts}")
         print(f"{'TOTAL':<{width}} {time.perf_counter() - start:>9.1f}  wall time of {len(summary)} file(s) on "
               f"{machine.describe()}")
     return status
@@ -539,27 +546,16 @@ def _check_reports(experiments: list, outs: list[Path]) -> None:
         written[out / exp.name] = path
 
 
-def _run_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
-    """Run, report into ``out`` and (for ``check``) judge one experiment; return (exit status, claim
-    verdicts)."""
+def _report_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]]:
+    """Report into ``out`` and (for ``check``) judge one experiment whose runs are stored; return (exit status,
+    claim verdicts)."""
     from nlbandit.experiments.claims import traced_text
-    from nlbandit.experiments.runner import run_experiment
-    from nlbandit.experiments.tuning import tune_experiment
     from nlbandit.report.build import claim_verdict, load_rows, results_table, write_report
 
     command = (f"nlbandit report {path} --scale {args.scale}" + (f" --seeds {args.seeds}" if args.seeds else "")
                + (f" --cases {args.cases}" if args.cases else "") + f" --out {out}")
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr)
-
     print(f"== {path}", flush=True)
-    for case, why in exp.missing.items():
-        print(f"not run: case {case!r}: {why}", file=sys.stderr)
-    exp = tune_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log,
-                          executor=args.executor_object)
-    run_experiment(exp, store, progress=not args.no_progress, chunk_size=args.chunk_size, log=log,
-                   executor=args.executor_object)
     rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command, exp.tuned)
     if args.command == "run":

@@ -53,11 +53,13 @@ class Executor(Protocol):
 
     slots: int
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
-        """Compute every job; return when all are stored."""
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
+        """Compute every job; return when all are stored, with the seconds each took where it ran, by key."""
 
-    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
-        """Compute the jobs one at a time with nothing else computing beside them (a claim reads their time)."""
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
+                  progress: bool) -> dict[str, float]:
+        """Compute the jobs one at a time with nothing else computing beside them (a claim reads their time), as
+        :meth:`run`."""
 
     def close(self) -> None:
         """Release what the executor holds (a cluster it started)."""
@@ -68,14 +70,14 @@ class LocalExecutor:
 
     slots = 1
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
-        """Compute the jobs in order."""
-        for job in jobs:
-            job.compute(store, log=log, progress=progress, **job.kwargs)
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
+        """Compute the jobs in order; return the seconds each took."""
+        return {job.key: _timed(job, store, log=log, progress=progress) for job in jobs}
 
-    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
+                  progress: bool) -> dict[str, float]:
         """Compute the jobs in order (as :meth:`run`)."""
-        self.run(jobs, store, log=log, progress=progress)
+        return self.run(jobs, store, log=log, progress=progress)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -106,17 +108,24 @@ class BatchStore:
         self.saved.append(("save_phases", (series_id, seeds, samples)))
 
 
+def _timed(job: Job, store: Any, **options: Any) -> float:
+    """Compute ``job`` with ``store``; return the seconds it took."""
+    start = time.perf_counter()
+    job.compute(store, **options, **job.kwargs)
+    return time.perf_counter() - start
+
+
 def replay(saved: list[tuple[str, tuple]], store: Any) -> None:
     """Write what a job saved on a worker (:attr:`BatchStore.saved`) into ``store``, in order."""
     for method, args in saved:
         getattr(store, method)(*args)
 
 
-def run_on_worker(job: Job, checkpoint: bytes | None) -> tuple[list[tuple[str, tuple]], list[str]]:
-    """Compute ``job`` against a :class:`BatchStore`; return what it saved and its log lines."""
+def run_on_worker(job: Job, checkpoint: bytes | None) -> tuple[list[tuple[str, tuple]], list[str], float]:
+    """Compute ``job`` against a :class:`BatchStore`; return what it saved, its log lines and its seconds."""
     store, lines = BatchStore(job.key, checkpoint), []
-    job.compute(store, log=lines.append, progress=False, **job.kwargs)
-    return store.saved, lines
+    seconds = _timed(job, store, log=lines.append, progress=False)
+    return store.saved, lines, seconds
 
 
 def worker_env() -> dict[str, str]:
@@ -164,11 +173,11 @@ def _exit_with(driver: int, every: float = 0.5) -> None:
 
 def _run_in_process(job: Job, checkpoint: bytes | None) -> None:
     """Compute ``job`` in a worker process, sending its log lines, checkpoints and finally what it saved (runs,
-    phase timings) to the driver (in this order through one queue, so that no checkpoint arrives after its
-    batch's runs)."""
+    phase timings) and its seconds to the driver (in this order through one queue, so that no checkpoint arrives
+    after its batch's runs)."""
     store = _ForwardingStore(job.key, checkpoint, _MESSAGES)
-    job.compute(store, log=lambda line: _MESSAGES.put(("log", line)), progress=False, **job.kwargs)
-    _MESSAGES.put(("done", job.key, store.saved))
+    seconds = _timed(job, store, log=lambda line: _MESSAGES.put(("log", line)), progress=False)
+    _MESSAGES.put(("done", job.key, store.saved, seconds))
 
 
 class ProcessExecutor:
@@ -215,27 +224,26 @@ class ProcessExecutor:
                           os.getpid()))
         return self._pool, self._messages
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
         """Compute the jobs, ``workers`` at a time, storing their checkpoints and runs as they arrive."""
         if len(jobs) <= 1 or self.workers == 1:
-            LocalExecutor().run(jobs, store, log=log, progress=progress)
-            return
+            return LocalExecutor().run(jobs, store, log=log, progress=progress)
         log(f"{len(jobs)} batch(es) on {min(self.workers, len(jobs))} worker processes")
-        self._compute(jobs, store, log)
+        return self._compute(jobs, store, log)
 
-    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
+                  progress: bool) -> dict[str, float]:
         """Compute the jobs one at a time on a worker, the others idle: pinned to a core as the batches are
         (this process is not), so that a measured time is that of the setting the experiments run in (with one
         worker: in this process)."""
         if self.workers == 1:
-            LocalExecutor().run(jobs, store, log=log, progress=progress)
-            return
-        for job in jobs:
-            self._compute([job], store, log)
+            return LocalExecutor().run(jobs, store, log=log, progress=progress)
+        return {key: seconds for job in jobs for key, seconds in self._compute([job], store, log).items()}
 
-    def _compute(self, jobs: list[Job], store: Any, log: Callable[[str], None]) -> None:
+    def _compute(self, jobs: list[Job], store: Any, log: Callable[[str], None]) -> dict[str, float]:
         """Send ``jobs`` to the workers in this order and store what each sends back as it arrives."""
         pool, messages = self._start()
+        seconds: dict[str, float] = {}
         try:
             futures = [pool.submit(_run_in_process, job, store.load_checkpoint(job.key)) for job in jobs]
             left = len(jobs)
@@ -252,10 +260,12 @@ class ProcessExecutor:
                     store.save_checkpoint(*message[1:])
                 else:
                     replay(message[2], store)
+                    seconds[message[1]] = message[3]
                     left -= 1
         except BaseException:
             self._stop(wait=False)
             raise
+        return seconds
 
     def _stop(self, wait: bool) -> None:
         """End the workers: after their jobs (``wait``), or now, terminating the batches still computing."""
@@ -298,10 +308,10 @@ class RayExecutor:
         self.slots = 1  # (the cluster's size is not known before it is joined: batches are not cut for it)
         self._started = False  # whether this executor called ray.init (and close shuts Ray down)
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
         """Send every job, then store each one's runs as it finishes (the driver is the only writer)."""
         if not jobs:
-            return
+            return {}
         import ray
 
         if not ray.is_initialized():
@@ -311,23 +321,26 @@ class RayExecutor:
                          include_dashboard=False, logging_level="ERROR")
             self._started = True
         remote = ray.remote(num_cpus=1, max_retries=self.max_retries)(run_on_worker)
-        pending = [remote.remote(job, store.load_checkpoint(job.key)) for job in jobs]
+        pending = {remote.remote(job, store.load_checkpoint(job.key)): job.key for job in jobs}
         log(f"{len(jobs)} batch(es) sent to Ray ({ray.cluster_resources().get('CPU', 0):g} CPUs)")
+        seconds: dict[str, float] = {}
         try:
             while pending:
-                [ref], pending = ray.wait(pending, num_returns=1)
-                saved, lines = ray.get(ref)
+                [ref], _ = ray.wait(list(pending), num_returns=1)
+                saved, lines, seconds[pending.pop(ref)] = ray.get(ref)
                 for line in lines:
                     log(line)
                 replay(saved, store)
         finally:
             for ref in pending:  # an error or an interrupt: do not leave the others computing
                 ray.cancel(ref, force=True)
+        return seconds
 
-    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> None:
+    def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
+                  progress: bool) -> dict[str, float]:
         """Compute the jobs one at a time in this process (the driver's machine), as the Ray workers' machines and
         their load are not known."""
-        LocalExecutor().run(jobs, store, log=log, progress=progress)
+        return LocalExecutor().run(jobs, store, log=log, progress=progress)
 
     def close(self) -> None:
         """Shut Ray down if this executor started it."""

@@ -153,6 +153,35 @@ def run_batch_job(store: Store, *, log: Callable[[str], None], progress: bool, e
                               on_checkpoint=on_checkpoint)
 
 
+def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: int = 1000,
+                    log: Callable[[str], None] = print, on_checkpoint: Callable[[SimProgress], None] | None = None,
+                    name: str = "") -> tuple[list[Job], list[Job]]:
+    """The jobs that compute every run of ``exp`` that the store lacks (only its missing seeds, :func:`missing`),
+    after logging what it holds already: (the batches computed side by side, balanced for ``slots`` workers; the
+    runs whose time a claim reads, each computed alone). ``name`` heads the jobs' tags (the file's, when several
+    are computed together).
+
+    Raises:
+      ValueError: when ``exp`` tunes a series and has not been through
+        :func:`~nlbandit.experiments.tuning.tune_experiment` (its runs are stand-ins).
+    """
+    if exp.tuning and not exp.tuned:
+        raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
+    timed, phased = timed_runs(exp), phased_runs(exp)
+    lacking = missing(store, exp.runs, timed, phased)
+    for line in lacking.describe(store):
+        log(f"{name}: {line}" if name else line)
+    grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
+    side_by_side = balance([b for b in grouped if b[0].run_id not in timed], slots)
+    todo_batches = side_by_side + [b for b in grouped if b[0].run_id in timed]  # timed: one at a time, after
+    tags = [f"[{name} {i}/{len(todo_batches)}]" if name else f"[{i}/{len(todo_batches)}]"
+            for i in range(1, len(todo_batches) + 1)]
+    jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
+                dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
+            for b, tag in zip(todo_batches, tags)]
+    return jobs[:len(side_by_side)], jobs[len(side_by_side):]
+
+
 def run_experiment(
     exp: Experiment,
     store: Store,
@@ -163,8 +192,8 @@ def run_experiment(
     on_checkpoint: Callable[[SimProgress], None] | None = None,
     executor: Executor | None = None,
 ) -> int:
-    """Compute every run of ``exp`` that the store does not have yet (only its missing seeds, :func:`missing`);
-    return how many runs (or parts of runs) were computed.
+    """Compute every run of ``exp`` that the store does not have yet (:func:`experiment_jobs`): the batches side by
+    side, then the timed runs one at a time; return how many runs (or parts of runs) were computed.
 
     ``executor`` computes the batches (default: :class:`~nlbandit.experiments.executors.LocalExecutor`);
     ``on_checkpoint`` is called after each checkpoint is committed (used by tests to kill a run midway; local
@@ -175,25 +204,14 @@ def run_experiment(
         :func:`~nlbandit.experiments.tuning.tune_experiment` (its runs are stand-ins), or ``on_checkpoint``
         is given with another executor than the local one.
     """
-    if exp.tuning and not exp.tuned:
-        raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     executor = LocalExecutor() if executor is None else executor
     if on_checkpoint is not None and not isinstance(executor, LocalExecutor):
         raise ValueError("on_checkpoint is called by the local executor only")
-    timed, phased = timed_runs(exp), phased_runs(exp)
-    lacking = missing(store, exp.runs, timed, phased)
-    for line in lacking.describe(store):
-        log(line)
-    grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
-    side_by_side = balance([b for b in grouped if b[0].run_id not in timed], executor.slots)
-    todo_batches = side_by_side + [b for b in grouped if b[0].run_id in timed]  # timed: one at a time, after
-    tags = [f"[{i}/{len(todo_batches)}]" for i in range(1, len(todo_batches) + 1)]
-    jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
-                dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
-            for b, tag in zip(todo_batches, tags)]
-    executor.run(jobs[:len(side_by_side)], store, log=log, progress=progress)
-    executor.run_alone(jobs[len(side_by_side):], store, log=log, progress=progress)
-    return sum(len(b) for b in todo_batches)
+    side_by_side, timed = experiment_jobs(exp, store, slots=executor.slots, chunk_size=chunk_size, log=log,
+                                          on_checkpoint=on_checkpoint)
+    executor.run(side_by_side, store, log=log, progress=progress)
+    executor.run_alone(timed, store, log=log, progress=progress)
+    return sum(len(job.kwargs["batch"]) for job in side_by_side + timed)
 
 
 def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,

@@ -117,23 +117,38 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
     return out
 
 
-def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chunk_size: int = 1000,
-                    log: Callable[[str], None] = print, executor: Executor | None = None) -> Experiment:
-    """Run the tuning runs of ``exp`` that ``store`` lacks (on ``executor``, by default in this process) and
-    return ``exp`` with each tuned series' chosen run in place of its stand-in and the :class:`TuningResult` s
-    in ``tuned`` (``exp`` itself when nothing is tuned)."""
-    if not exp.tuning:
-        return exp
+def tuning_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: int = 1000,
+                log: Callable[[str], None] = print, name: str = "") -> list[Job]:
+    """The jobs that compute the tuning runs of ``exp`` that ``store`` lacks, balanced for ``slots`` workers
+    (:func:`~nlbandit.experiments.runner.balance`), after logging what it holds already; ``name`` heads the jobs'
+    tags (the file's, when several are computed together)."""
     candidates = [c for t in exp.tuning for c in t.candidates]
     lacking = missing(store, candidates)
     for line in lacking.describe(store, "tuning run"):
-        log(line)
-    executor = LocalExecutor() if executor is None else executor
-    todo = balance(batches(lacking.todo), executor.slots)
-    jobs = [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[tune {i}/{len(todo)}]",
-                                                  chunk_size=chunk_size))
+        log(f"{name}: {line}" if name else line)
+    todo = balance(batches(lacking.todo), slots)
+    return [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[{name} tune {i}/{len(todo)}]"
+                                                  if name else f"[tune {i}/{len(todo)}]", chunk_size=chunk_size))
             for i, batch in enumerate(todo, 1)]
-    executor.run(jobs, store, log=log, progress=progress)
+
+
+def apply_tuning(exp: Experiment, store: Store) -> Experiment:
+    """``exp`` with each tuned series' chosen run (by its stored tuning runs) in place of its stand-in and the
+    :class:`TuningResult` s in ``tuned`` (``exp`` itself when nothing is tuned)."""
+    if not exp.tuning:
+        return exp
     results = tuning_results(exp, store)
     chosen = {(r.tuning.label, r.tuning.case): r.tuning.reported[r.chosen] for r in results}
     return replace(exp, runs=[chosen.get((r.label, r.case), r) for r in exp.runs], tuned=tuple(results))
+
+
+def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chunk_size: int = 1000,
+                    log: Callable[[str], None] = print, executor: Executor | None = None) -> Experiment:
+    """Run the tuning runs of ``exp`` that ``store`` lacks (on ``executor``, by default in this process) and
+    return it tuned (:func:`apply_tuning`)."""
+    if not exp.tuning:
+        return exp
+    executor = LocalExecutor() if executor is None else executor
+    executor.run(tuning_jobs(exp, store, slots=executor.slots, chunk_size=chunk_size, log=log), store, log=log,
+                 progress=progress)
+    return apply_tuning(exp, store)

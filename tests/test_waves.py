@@ -1,0 +1,102 @@
+"""Several experiments computed together in waves (:mod:`nlbandit.experiments.waves`): a file waits for an earlier
+one whose series it reads, the timed runs are computed alone, and every stored number is the one that computing the
+files one at a time stores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nlbandit.experiments.executors import LocalExecutor
+from nlbandit.experiments.plan import load_experiment
+from nlbandit.experiments.runner import run_experiment
+from nlbandit.experiments.tuning import tune_experiment
+from nlbandit.experiments.waves import run_experiments
+from nlbandit.store import Store
+
+FILE = """
+horizon = 60
+seeds = 2
+{extra}
+[env]
+name = "linear"
+d = {d}
+k = 4
+[[policies]]
+label = "UCB"
+name = "lin-ucb"
+{ucb}
+[[policies]]
+label = "other"
+{other}
+"""
+TIMED_CLAIM = """[[claims]]
+name = "t"
+text = "a runtime claim: UCB's run is computed alone"
+check = "runtime('UCB') > 0"
+"""
+
+
+class Recording:
+    """This process's executor, as if it had two workers (so that batches are balanced for two), recording which
+    file's jobs each call computes."""
+
+    slots = 2
+
+    def __init__(self):
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def _record(self, how, jobs):
+        self.calls.append((how, [job.kwargs["tag"][1:].split()[0] for job in jobs]))
+
+    def run(self, jobs, store, *, log, progress):
+        self._record("run", jobs)
+        return LocalExecutor().run(jobs, store, log=log, progress=progress)
+
+    def run_alone(self, jobs, store, *, log, progress):
+        self._record("alone", jobs)
+        return LocalExecutor().run_alone(jobs, store, log=log, progress=progress)
+
+    def close(self):
+        pass
+
+
+def _stored(store: Store) -> dict:
+    """Every stored series' parts and numbers."""
+    out = {}
+    for series_id, seeds in store.con.execute("SELECT series_id, list(seed ORDER BY seed) FROM seeds GROUP BY ALL"
+                                              ).fetchall():
+        run = store.load(series_id, seeds, with_arms=True)
+        out[series_id] = (run.parts, run.batch_size, run.arms, run.rounds, run.curves)
+    return out
+
+
+def test_files_computed_in_waves_store_what_one_at_a_time_stores(tmp_path, experiment_file):
+    a = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "lin-ts"\nv = [0.1, 0.3]') + TIMED_CLAIM,
+                        "a")
+    b = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "eps-greedy"'), "b")  # reads a's UCB
+    c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, ucb="tune = { alpha = [0.1, 1.0] }",
+                                    other='name = "lin-ts"'), "c")
+    exps = [load_experiment(path) for path in (a, b, c)]
+    waves = Recording()
+    with Store(tmp_path / "waves.duckdb") as store:
+        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lambda line: None)
+        together = _stored(store)
+    # Wave 1: a's side-by-side runs and c's tuning (b reads a's UCB series: it waits for a); wave 2: c's runs, chosen
+    # by its tuning; then a's timed UCB alone, which b then finds stored: b computes its other policy only.
+    assert [(how, sorted(set(files))) for how, files in waves.calls] == [
+        ("run", ["paper/a", "paper/c"]), ("run", ["paper/c"]), ("alone", ["paper/a"]), ("run", ["paper/b"])]
+    assert waves.calls[-1][1] == ["paper/b"] and all(s > 0 for s in seconds) and tuned[2].tuned
+    one_at_a_time = Recording()
+    with Store(tmp_path / "sequential.duckdb") as store:
+        for exp in exps:
+            run_experiment(tune_experiment(exp, store, progress=False, log=lambda line: None, executor=one_at_a_time),
+                           store, progress=False, log=lambda line: None, executor=one_at_a_time)
+        alone = _stored(store)
+    # a: UCB and TS's two points; b: ε-greedy; c: UCB's two points (the chosen one on tuning and reported seeds), TS
+    assert together.keys() == alone.keys() and len(together) == 3 + 1 + 3
+    for series_id, (parts, batch_size, *numbers) in alone.items():
+        assert together[series_id][:2] == (parts, batch_size), series_id
+        for x, y in zip(together[series_id][2:4], numbers[:2]):
+            np.testing.assert_array_equal(x, y)
+        for metric, curve in numbers[2].items():
+            np.testing.assert_array_equal(together[series_id][4][metric], curve)
