@@ -343,9 +343,6 @@ def main(argv: list[str] | None = None) -> int:
 
     status, summary, start = 0, [], time.perf_counter()
     with command_cache(), store, contextlib.closing(args.executor_object):
-        for path, exp in experiments:
-            for case, why in exp.missing.items():
-                print(f"{path}: not run: case {case!r}: {why}", file=sys.stderr)
         tuned, seconds = run_experiments([exp for _, exp in experiments], store, args.executor_object,
                                          progress=not args.no_progress, chunk_size=args.chunk_size,
                                          log=lambda line: print(line, file=sys.stderr))
@@ -556,6 +553,8 @@ def _report_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]
                + (f" --cases {args.cases}" if args.cases else "") + f" --out {out}")
 
     print(f"== {path}", flush=True)
+    for case, why in exp.missing.items():
+        print(f"not run: case {case!r}: {why}", file=sys.stderr)
     rows = load_rows(exp, store)
     md, claims = write_report(exp, rows, out, command, exp.tuned)
     if args.command == "run":
