@@ -77,10 +77,12 @@ def test_files_computed_in_waves_store_what_one_at_a_time_stores(tmp_path, exper
     c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, ucb="tune = { alpha = [0.1, 1.0] }",
                                     other='name = "lin-ts"'), "c")
     exps = [load_experiment(path) for path in (a, b, c)]
-    waves = Recording()
+    waves, lines = Recording(), []
     with Store(tmp_path / "waves.duckdb") as store:
-        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lambda line: None)
+        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lines.append)
         together = _stored(store)
+    assert [line for line in lines if line.startswith("wave: ")] == [
+        f"wave: {len(files)} batch(es) of {len(set(files))} file(s)" for how, files in waves.calls if how == "run"]
     # Wave 1: a's side-by-side runs and c's tuning (b reads a's UCB series: it waits for a); wave 2: c's runs, chosen
     # by its tuning; then a's timed UCB alone, which b then finds stored: b computes its other policy only.
     assert [(how, sorted(set(files))) for how, files in waves.calls] == [

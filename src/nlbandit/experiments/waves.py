@@ -6,7 +6,8 @@ of one batch keeps one worker busy while the other idles. Instead :func:`run_exp
 files to the executor together, in *waves*: each wave holds the next step of every file it may take: a tuned file's
 tuning runs, then (in a later wave, once they are chosen) its runs; an untuned file's runs at once. A file that
 reads a series of an earlier file not finished yet waits for it, so that it finds that file's runs stored as it
-would one file at a time: the same batches, so the same numbers. The timed runs (a claim reads their time) are
+would one file at a time: the same batches, so the same numbers (and each series first stored by the same file,
+which ``nlbandit results`` names). The timed runs (a claim reads their time) are
 computed one at a time with nothing beside them, when no file is left to wave or a waiting file needs them.
 """
 
@@ -65,9 +66,12 @@ def run_experiments(
                 stage[i] = "done"
             timed = []
             continue
-        took = executor.run([job for _, jobs in wave for job in jobs], store, log=log, progress=progress)
-        for i, jobs in wave:
-            seconds[i] += sum(took[job.key] for job in jobs)
+        jobs = [job for _, file_jobs in wave for job in file_jobs]
+        if n > 1:
+            log(f"wave: {len(jobs)} batch(es) of {len(wave)} file(s)")
+        took = executor.run(jobs, store, log=log, progress=progress)
+        for i, file_jobs in wave:
+            seconds[i] += sum(took[job.key] for job in file_jobs)
             if stage[i] == "tune":
                 exps[i], stage[i] = apply_tuning(exps[i], store), "run"
             else:
