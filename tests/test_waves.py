@@ -61,12 +61,13 @@ class Recording:
 
 
 def _stored(store: Store) -> dict:
-    """Every stored series' parts and numbers."""
+    """Every stored series' file (the one that stored it first), parts and numbers."""
     out = {}
-    for series_id, seeds in store.con.execute("SELECT series_id, list(seed ORDER BY seed) FROM seeds GROUP BY ALL"
-                                              ).fetchall():
+    for series_id, experiment, seeds in store.con.execute(
+            "SELECT series_id, experiment, list(seed ORDER BY seed) FROM series JOIN seeds USING (series_id) "
+            "GROUP BY ALL").fetchall():
         run = store.load(series_id, seeds, with_arms=True)
-        out[series_id] = (run.parts, run.batch_size, run.arms, run.rounds, run.curves)
+        out[series_id] = (experiment, run.parts, run.batch_size, run.arms, run.rounds, run.curves)
     return out
 
 
@@ -96,9 +97,9 @@ def test_files_computed_in_waves_store_what_one_at_a_time_stores(tmp_path, exper
         alone = _stored(store)
     # a: UCB and TS's two points; b: ε-greedy; c: UCB's two points (the chosen one on tuning and reported seeds), TS
     assert together.keys() == alone.keys() and len(together) == 3 + 1 + 3
-    for series_id, (parts, batch_size, *numbers) in alone.items():
-        assert together[series_id][:2] == (parts, batch_size), series_id
-        for x, y in zip(together[series_id][2:4], numbers[:2]):
+    for series_id, (experiment, parts, batch_size, *numbers) in alone.items():
+        assert together[series_id][:3] == (experiment, parts, batch_size), series_id
+        for x, y in zip(together[series_id][3:5], numbers[:2]):
             np.testing.assert_array_equal(x, y)
         for metric, curve in numbers[2].items():
-            np.testing.assert_array_equal(together[series_id][4][metric], curve)
+            np.testing.assert_array_equal(together[series_id][5][metric], curve)
