@@ -153,6 +153,14 @@ def run_batch_job(store: Store, *, log: Callable[[str], None], progress: bool, e
                               on_checkpoint=on_checkpoint)
 
 
+def named(name: str, log: Callable[[str], None]) -> tuple[Callable[[str], str], Callable[[str], None]]:
+    """(a job's tag from its label, ``log``) headed by the file's ``name`` when several files are computed together
+    (both as they are without a name)."""
+    if not name:
+        return (lambda label: f"[{label}]"), log
+    return (lambda label: f"[{name} {label}]"), (lambda line: log(f"{name}: {line}"))
+
+
 def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: int = 1000,
                     log: Callable[[str], None] = print, on_checkpoint: Callable[[SimProgress], None] | None = None,
                     name: str = "") -> tuple[list[Job], list[Job]]:
@@ -167,15 +175,15 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
     """
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
+    tag, log = named(name, log)
     timed, phased = timed_runs(exp), phased_runs(exp)
     lacking = missing(store, exp.runs, timed, phased)
     for line in lacking.describe(store):
-        log(f"{name}: {line}" if name else line)
+        log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
     side_by_side = balance([b for b in grouped if b[0].run_id not in timed], slots)
     todo_batches = side_by_side + [b for b in grouped if b[0].run_id in timed]  # timed: one at a time, after
-    tags = [f"[{name} {i}/{len(todo_batches)}]" if name else f"[{i}/{len(todo_batches)}]"
-            for i in range(1, len(todo_batches) + 1)]
+    tags = [tag(f"{i}/{len(todo_batches)}") for i in range(1, len(todo_batches) + 1)]
     jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
                 dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
             for b, tag in zip(todo_batches, tags)]

@@ -30,7 +30,7 @@ import numpy as np
 
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
-from nlbandit.experiments.runner import balance, batches, missing
+from nlbandit.experiments.runner import balance, batches, missing, named
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, batch_id, stored_rows
@@ -122,13 +122,13 @@ def tuning_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: in
     """The jobs that compute the tuning runs of ``exp`` that ``store`` lacks, balanced for ``slots`` workers
     (:func:`~nlbandit.experiments.runner.balance`), after logging what it holds already; ``name`` heads the jobs'
     tags (the file's, when several are computed together)."""
-    candidates = [c for t in exp.tuning for c in t.candidates]
-    lacking = missing(store, candidates)
+    tag, log = named(name, log)
+    lacking = missing(store, [c for t in exp.tuning for c in t.candidates])
     for line in lacking.describe(store, "tuning run"):
-        log(f"{name}: {line}" if name else line)
+        log(line)
     todo = balance(batches(lacking.todo), slots)
-    return [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=f"[{name} tune {i}/{len(todo)}]"
-                                                  if name else f"[tune {i}/{len(todo)}]", chunk_size=chunk_size))
+    return [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=tag(f"tune {i}/{len(todo)}"),
+                                                  chunk_size=chunk_size))
             for i, batch in enumerate(todo, 1)]
 
 
