@@ -120,10 +120,34 @@ def test_untuned_experiment_is_refused_by_the_runner_and_the_report(tmp_path):
     (lambda t: t.replace("seeds = 2", 'seeds = 2\nobjective = "fast"'), "objective"),
     (lambda t: t.replace("[tune]\nseeds = 2\n", "[scales.quick]\ntune_seeds = 1\n").replace(
         "tune = { alpha = [1000.0, 0.5] }", ""), "tune_seeds' needs a \\[tune\\] table"),
+    (lambda t: t.replace("[tune]\nseeds = 2\n", "[scales.quick]\ntune = false\n").replace(
+        "tune = { alpha = [1000.0, 0.5] }", ""), "'scales.\\*.tune' needs a \\[tune\\] table"),
+    (lambda t: t.replace("[tune]", "[scales.quick]\ntune = true\n[tune]"), "'scales.quick.tune' may only be false"),
+    (lambda t: t.replace("[tune]", "[scales.quick]\ntune = 0\n[tune]"), "tune"),
+    (lambda t: t.replace("[tune]", "[scales.quick]\ntune = false\n[tune]").replace(
+        "tune = { alpha = [1000.0, 0.5] }", "tune = { nope = [1.0] }"), "nope"),  # a grid is checked where unused
 ])
 def test_bad_tuning_tables_are_refused(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message):
         load_experiment(_write(tmp_path, edit(TOY.format(tune_extra=""))))
+
+
+def test_a_scale_without_tuning_runs_each_series_at_its_own_values_and_says_so(tmp_path):
+    """``[scales.quick] tune = false``: no tuning runs at that scale, the tuned series run at their own (here the
+    registry's) hyperparameters and the report says so; the full scale still tunes."""
+    path = _write(tmp_path, TOY.format(tune_extra="").replace("[tune]", "[scales.quick]\ntune = false\n[tune]"))
+    default = nb.make_policy("lin-ucb", nb.ProblemSpec(3, 5, 200), width="constant")[1]["alpha"]
+    quick, full = load_experiment(path, "quick"), load_experiment(path, "full")
+    assert quick.untuned and not quick.tuning and not full.untuned and len(full.tuning) == 2
+    alphas = {(r.label, r.case_label): r.policy["alpha"] for r in quick.runs}
+    assert alphas == {("LinUCB", "case=a"): default, ("LinUCB", "case=b"): default, ("fixed", "case=a"): 2.0,
+                      ("fixed", "case=b"): 2.0} and default not in (1000.0, 0.5)
+    with Store(tmp_path / "db.duckdb") as store:
+        run_experiment(quick, store, progress=False, log=lambda m: None)  # nothing to tune first
+        md, _ = write_report(quick, load_rows(quick, store), tmp_path, "test")
+        assert len(store.index()) == 4  # the four series, no tuning run
+    text = md.read_text()
+    assert "Not tuned at this scale (`[scales.quick] tune = false`)" in text and "## Tuning" not in text
 
 
 def test_tuning_and_diagnostics_are_refused_where_the_loop_has_none(tmp_path):

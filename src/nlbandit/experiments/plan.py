@@ -83,6 +83,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         checkpoints=checkpoints(top["checkpoints"], horizon, where),
         full_seeds=spec.scales.get("full", {}).get("seeds") or top["seeds"],
         tuning=tunings,
+        untuned=bool(spec.tune and spec.tune["untuned"]),
         ci=top["ci"],
         missing=missing,
     )
@@ -183,13 +184,15 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         both = [k for k in grid or () if isinstance(p.get(k), list)]
         if both:
             raise ConfigError(f"{pwhere}: field '{both[0]}' is both a series grid and tuned; keep one")
+        untuned = bool(grid) and tune["untuned"]  # the grid validated below, the series run at its own values
         for pol_cfg, varying in expand(p, ("name",), pwhere):
             full_label = label + (" [" + ", ".join(f"{k}={v}" for k, v in varying.items()) + "]" if varying else "")
             if full_label in labels or full_label in elsewhere:
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             (labels if here else elsewhere).append(full_label)
             for env_cfg, case in series_cases:
-                points = [point for _, point in expand(grid, (), pwhere)] if grid else [{}]
+                grid_points = [point for _, point in expand(grid, (), pwhere)] if grid else []
+                points = grid_points if grid and not untuned else [{}] + grid_points  # [0]: the series' run
                 configs = [loop.resolve_series({**pol_cfg, **point}, env_cfg, series_env, horizon,
                                                f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")"))
                            for point in points]
@@ -201,7 +204,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
                 account("", full_label, *configs[0], n_seeds)
-                if grid:
+                if grid and not untuned:
                     tunings.append(Tuning(full_label, case, tuple(points), tuple(
                         RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],
                                   tune["offset"], xla) for e, r in configs), tuple(reported), tune["objective"]))

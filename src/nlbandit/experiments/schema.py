@@ -57,6 +57,8 @@ _SCALE_KEYS = (
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
     Hyper("first_seed", None, "the first reported seed", kind=int, low=0, optional=True),
     Hyper("tune_seeds", None, "number of tuning seeds ([tune] seeds)", kind=int, low=1, optional=True),
+    Hyper("tune", None, "false: no tuning at this scale, every series at its own hyperparameters", kind=bool,
+          optional=True),
 )
 OBJECTIVES = ("min-regret", "max-reward")
 """What tuning optimises: the mean final cumulative regret (minimised) or reward (maximised)."""
@@ -256,11 +258,17 @@ def tune_grid(value: Any, where: str) -> dict[str, list] | None:
 
 def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[str, Any], seeds: int | None,
           where: str) -> dict[str, Any] | None:
-    """The validated ``[tune]`` table at ``scale`` (None without one): seeds, objective, offset and the default
-    grid, with tuning seeds disjoint from the reported seeds of every scale and of ``--seeds``."""
+    """The validated ``[tune]`` table at ``scale`` (None without one): seeds, objective, offset, the default grid
+    and ``untuned`` (``[scales.<scale>] tune = false``), with tuning seeds disjoint from the reported seeds of every
+    scale and of ``--seeds``."""
+    for name, sc in scales.items():
+        if sc.get("tune") is True:
+            raise ConfigError(f"{where}: field 'scales.{name}.tune' may only be false (no tuning at that scale); a "
+                              "scale without it tunes as [tune] says")
     if "tune" not in raw:
-        if any(sc.get("tune_seeds") is not None for sc in scales.values()):
-            raise ConfigError(f"{where}: field 'scales.*.tune_seeds' needs a [tune] table")
+        for field in ("tune_seeds", "tune"):
+            if any(sc.get(field) is not None for sc in scales.values()):
+                raise ConfigError(f"{where}: field 'scales.*.{field}' needs a [tune] table")
         return None
     if not LOOPS[top["loop"]].tunable:
         raise ConfigError(f"{where}: field 'tune': loop = {top['loop']!r} has no tuning (loops with one: "
@@ -275,7 +283,7 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
         raise ConfigError(f"{where}: field 'tune.offset' = {tune['offset']} must be at least {reported}, past the "
                           "last reported seed of any scale (tuning seeds never overlap reported seeds)")
     at_most(tune["offset"] + tune["seeds"], MAX_SEEDS, "tune.offset", "seeds are uint32", where)
-    return {**tune, "grid": grid}
+    return {**tune, "grid": grid, "untuned": scales.get(scale, {}).get("tune") is False}
 
 
 def as_table(raw: Any, where: str) -> dict[str, Any]:

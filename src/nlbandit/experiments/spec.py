@@ -171,4 +171,5 @@ class Experiment:
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: tuple = ()  # once ``runs`` holds the chosen runs, the TuningResults they were chosen by
     # (:func:`nlbandit.experiments.tuning.tune_experiment`)
+    untuned: bool = False  # the file tunes, but not at this scale ([scales.<scale>] tune = false)
     missing: dict[str, str] = field(default_factory=dict)  # [[env]] case name -> why its data set is unavailable

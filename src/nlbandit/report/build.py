@@ -390,6 +390,8 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
         f"{_sim_minutes(rows):.1f} min of simulation (compile + run, summed over the rows below). Environment: "
         + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
         *_data_lines(exp, env_cfgs.values()),
+        *(["", f"Not tuned at this scale (`[scales.{exp.scale}] tune = false`): every series runs at its own "
+           "hyperparameters, not at a tuned point."] if exp.untuned else []),
         "",
         f"![cumulative regret]({png.name})",
         "",
