@@ -101,6 +101,31 @@ def test_the_workers_serve_every_call_until_closed_and_restart_after_an_error():
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("SpawnProcess")]
 
 
+def _named(store, *, log, progress, name):
+    time.sleep(0.3)
+    log(name)
+
+
+@pytest.mark.parametrize("executor", [LocalExecutor(), ProcessExecutor(2)], ids=["local", "processes"])
+def test_jobs_added_as_one_is_stored_go_before_those_not_started_and_idle_work_runs_meanwhile(executor):
+    """``more`` adds jobs once a job is stored (they start before those not sent yet); ``idle`` is called while the
+    workers compute (never by the local executor, which computes in this process)."""
+    jobs = [Job(k, _named, {"name": k}) for k in "abcdef"]
+    stored, idle, names = [], [], []
+
+    def more(key, seconds):
+        stored.append((key, seconds))
+        return [Job("x", _named, {"name": "x"}), Job("y", _named, {"name": "y"})] if key == "a" else []
+
+    with contextlib.closing(executor):
+        took = executor.run(jobs, _Empty(), log=names.append, progress=False, more=more, idle=lambda: idle.append(1))
+    names = [n for n in names if len(n) == 1]  # (the processes' first line says how many workers)
+    assert sorted(names) == sorted("abcdefxy") and sorted(took) == sorted("abcdefxy")
+    assert names.index("x") < names.index("y") < names.index("e") and names.index("x") < names.index("f")
+    assert sorted(k for k, _ in stored) == sorted("abcdefxy") and all(took[k] == s >= 0.3 for k, s in stored)
+    assert bool(idle) == isinstance(executor, ProcessExecutor)
+
+
 def test_executor_options_are_checked():
     with pytest.raises(ConfigError, match="workers must be an integer >= 1"):
         ProcessExecutor(0)

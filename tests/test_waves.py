@@ -48,9 +48,16 @@ class Recording:
     def _record(self, how, jobs):
         self.calls.append((how, [job.kwargs["tag"][1:].split()[0] for job in jobs]))
 
-    def run(self, jobs, store, *, log, progress):
+    def run(self, jobs, store, *, log, progress, more=None, idle=None):
         self._record("run", jobs)
-        return LocalExecutor().run(jobs, store, log=log, progress=progress)
+
+        def recorded(key, seconds):
+            new = more(key, seconds)
+            if new:
+                self._record("more", new)
+            return new
+
+        return LocalExecutor().run(jobs, store, log=log, progress=progress, more=more and recorded)
 
     def run_alone(self, jobs, store, *, log, progress):
         self._record("alone", jobs)
@@ -78,16 +85,22 @@ def test_files_computed_in_waves_store_what_one_at_a_time_stores(tmp_path, exper
     c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, ucb="tune = { alpha = [0.1, 1.0] }",
                                     other='name = "lin-ts"'), "c")
     exps = [load_experiment(path) for path in (a, b, c)]
-    waves, lines = Recording(), []
+    waves, lines, handed = Recording(), [], []
     with Store(tmp_path / "waves.duckdb") as store:
-        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lines.append)
+        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lines.append,
+                                         done=lambda i, exp, took: handed.append((i, exp, took)))
         together = _stored(store)
-    assert [line for line in lines if line.startswith("wave: ")] == [
-        f"wave: {len(files)} batch(es) of {len(set(files))} file(s)" for how, files in waves.calls if how == "run"]
-    # Wave 1: a's side-by-side runs and c's tuning (b reads a's UCB series: it waits for a); wave 2: c's runs, chosen
-    # by its tuning; then a's timed UCB alone, which b then finds stored: b computes its other policy only.
+    # each file handed back once, tuned, with its final seconds (this executor computes here: at the end, c first)
+    assert [(i, took) for i, _, took in handed] == [(2, seconds[2]), (0, seconds[0]), (1, seconds[1])]
+    assert [exp for _, exp, _ in sorted(handed, key=lambda h: h[0])] == tuned
+    assert [line for line in lines if "to start with" in line] == [
+        f"{len(files)} batch(es) of {len(set(files))} file(s) to start with" for how, files in waves.calls
+        if how == "run"]
+    # First a's side-by-side runs and c's tuning (b reads a's UCB series: it waits for a); c's runs, chosen by its
+    # tuning, as soon as that is stored, in the same call; then a's timed UCB alone, which b then finds stored: b
+    # computes its other policy only.
     assert [(how, sorted(set(files))) for how, files in waves.calls] == [
-        ("run", ["paper/a", "paper/c"]), ("run", ["paper/c"]), ("alone", ["paper/a"]), ("run", ["paper/b"])]
+        ("run", ["paper/a", "paper/c"]), ("more", ["paper/c"]), ("alone", ["paper/a"]), ("run", ["paper/b"])]
     assert waves.calls[-1][1] == ["paper/b"] and all(s > 0 for s in seconds) and tuned[2].tuned
     one_at_a_time = Recording()
     with Store(tmp_path / "sequential.duckdb") as store:

@@ -6,8 +6,8 @@
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
   FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then computed with the
   same options, the files' batches together so that the workers stay busy across files
-  (:mod:`nlbandit.experiments.waves`), then reported in turn (in ``<out>/<paper>/``); a summary of each file's
-  worker seconds and verdicts ends with the total wall time.
+  (:mod:`nlbandit.experiments.waves`), each file reported as soon as it is computed (in ``<out>/<paper>/``; printed
+  in file order); a summary of each file's worker seconds and verdicts ends with the total wall time.
 * ``nlbandit seeds FILE [--scale S] [--seeds N]``: from a pilot's stored runs, the seeds at which each claim's
   paired comparisons are resolved (:mod:`nlbandit.experiments.power`); computes nothing.
 * ``nlbandit results [list|revalidate|prune]``: the stored runs and whether the code that computed them is current;
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 import time
@@ -341,17 +342,30 @@ def main(argv: list[str] | None = None) -> int:
         return 3 if isinstance(e, StoreBusyError) else 2
     from nlbandit.experiments.waves import run_experiments
 
-    status, summary, start = 0, [], time.perf_counter()
+    start = time.perf_counter()
+    done: dict[int, tuple[str, int, float, list[str]]] = {}  # file -> (its printed block, status, seconds, verdicts)
+
+    def report(i: int, exp, worked: float) -> None:
+        """Write file ``i``'s report as soon as it is computed (while the workers compute others); print the blocks
+        in file order."""
+        path = experiments[i][0]
+        with io.StringIO() as block:
+            with contextlib.redirect_stdout(block):
+                code, verdicts = _report_one(args, path, exp, store, outs[i])
+                print(f"{path}: {worked:.1f} s of worker time" if args.file.is_dir() else
+                      f"{path}: {time.perf_counter() - start:.1f} s wall time on {machine.describe()}")
+            done[i] = (block.getvalue(), code, worked, verdicts)
+        printed = len(summary)
+        while printed in done:
+            print(done[printed][0], end="", flush=True)
+            summary.append((experiments[printed][0], *done[printed][2:]))
+            printed += 1
+
+    summary: list[tuple[Path, float, list[str]]] = []
     with command_cache(), store, contextlib.closing(args.executor_object):
-        tuned, seconds = run_experiments([exp for _, exp in experiments], store, args.executor_object,
-                                         progress=not args.no_progress, chunk_size=args.chunk_size,
-                                         log=lambda line: print(line, file=sys.stderr))
-        for (path, _), exp, out, worked in zip(experiments, tuned, outs, seconds):
-            code, verdicts = _report_one(args, path, exp, store, out)
-            print(f"{path}: {worked:.1f} s of worker time" if args.file.is_dir() else
-                  f"{path}: {time.perf_counter() - start:.1f} s wall time on {machine.describe()}", flush=True)
-            status = max(status, code)
-            summary.append((path, worked, verdicts))
+        run_experiments([exp for _, exp in experiments], store, args.executor_object, progress=not args.no_progress,
+                        chunk_size=args.chunk_size, log=lambda line: print(line, file=sys.stderr), done=report)
+    status = max([0] + [code for _, code, _, _ in done.values()])
     if args.file.is_dir():
         width = max(len(str(path)) for path, _, _ in summary) + 2
         print(f"\n{'experiment':<{width}} {'worker s':>9}  claims")

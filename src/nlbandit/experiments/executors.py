@@ -24,9 +24,10 @@ import queue as queues
 import threading
 import time
 import warnings
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from nlbandit.core.hyper import ConfigError
 
@@ -48,13 +49,22 @@ class Job:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+More = Callable[[str, float], list[Job]]
+"""``more(key, seconds)``: called by :meth:`Executor.run` once job ``key``'s results are stored (it took ``seconds``
+where it ran); returns further jobs for the same call, computed before the jobs not started yet."""
+
+
 class Executor(Protocol):
     """Computes jobs and has their results stored in ``store``; ``slots`` of them at once."""
 
     slots: int
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
-        """Compute every job; return when all are stored, with the seconds each took where it ran, by key."""
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
+            more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
+        """Compute every job, and those ``more`` adds; return when all are stored, with the seconds each took where
+        it ran, by key. ``idle()`` is called while jobs compute elsewhere and nothing waits to be stored (each call
+        one short piece of the caller's own work, e.g. a report); an executor that computes in this process never
+        calls it."""
 
     def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
                   progress: bool) -> dict[str, float]:
@@ -70,9 +80,17 @@ class LocalExecutor:
 
     slots = 1
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
-        """Compute the jobs in order; return the seconds each took."""
-        return {job.key: _timed(job, store, log=log, progress=progress) for job in jobs}
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
+            more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
+        """Compute the jobs in order, each one ``more`` adds next; return the seconds each took (``idle`` is not
+        called: nothing computes elsewhere)."""
+        todo, seconds = deque(jobs), {}
+        while todo:
+            job = todo.popleft()
+            seconds[job.key] = _timed(job, store, log=log, progress=progress)
+            if more is not None:
+                todo.extendleft(reversed(more(job.key, seconds[job.key])))
+        return seconds
 
     def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
                   progress: bool) -> dict[str, float]:
@@ -224,12 +242,14 @@ class ProcessExecutor:
                           os.getpid()))
         return self._pool, self._messages
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
-        """Compute the jobs, ``workers`` at a time, storing their checkpoints and runs as they arrive."""
-        if len(jobs) <= 1 or self.workers == 1:
-            return LocalExecutor().run(jobs, store, log=log, progress=progress)
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
+            more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
+        """Compute the jobs, ``workers`` at a time, storing their checkpoints and runs as they arrive; the jobs
+        ``more`` adds are sent before the others not started yet (at most two per worker wait in the pool)."""
+        if self.workers == 1 or (len(jobs) <= 1 and more is None):
+            return LocalExecutor().run(jobs, store, log=log, progress=progress, more=more)
         log(f"{len(jobs)} batch(es) on {min(self.workers, len(jobs))} worker processes")
-        return self._compute(jobs, store, log)
+        return self._compute(jobs, store, log, more, idle)
 
     def run_alone(self, jobs: list[Job], store: Any, *, log: Callable[[str], None],
                   progress: bool) -> dict[str, float]:
@@ -240,19 +260,29 @@ class ProcessExecutor:
             return LocalExecutor().run(jobs, store, log=log, progress=progress)
         return {key: seconds for job in jobs for key, seconds in self._compute([job], store, log).items()}
 
-    def _compute(self, jobs: list[Job], store: Any, log: Callable[[str], None]) -> dict[str, float]:
-        """Send ``jobs`` to the workers in this order and store what each sends back as it arrives."""
+    def _compute(self, jobs: list[Job], store: Any, log: Callable[[str], None], more: Optional[More] = None,
+                 idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
+        """Send ``jobs`` (and those ``more`` adds, first) to the workers, at most two per worker at a time, and
+        store what each sends back as it arrives; call ``idle`` while nothing arrives."""
         pool, messages = self._start()
         seconds: dict[str, float] = {}
+        todo, sent = deque(jobs), {}  # sent: key -> future, until its results are stored
+
+        def send() -> None:
+            while todo and len(sent) < 2 * self.workers:
+                job = todo.popleft()
+                sent[job.key] = pool.submit(_run_in_process, job, store.load_checkpoint(job.key))
+
         try:
-            futures = [pool.submit(_run_in_process, job, store.load_checkpoint(job.key)) for job in jobs]
-            left = len(jobs)
-            while left:
-                for future in wait(futures, timeout=0, return_when=FIRST_COMPLETED).done:
+            send()
+            while sent:
+                for future in wait(list(sent.values()), timeout=0, return_when=FIRST_COMPLETED).done:
                     future.result()  # raises a job's error, or BrokenProcessPool for a dead worker
                 try:
                     message = messages.get(timeout=0.2)
                 except queues.Empty:
+                    if idle is not None:
+                        idle()
                     continue
                 if message[0] == "log":
                     log(message[1])
@@ -261,7 +291,10 @@ class ProcessExecutor:
                 else:
                     replay(message[2], store)
                     seconds[message[1]] = message[3]
-                    left -= 1
+                    del sent[message[1]]
+                    if more is not None:
+                        todo.extendleft(reversed(more(message[1], message[3])))
+                    send()
         except BaseException:
             self._stop(wait=False)
             raise
@@ -308,8 +341,10 @@ class RayExecutor:
         self.slots = 1  # (the cluster's size is not known before it is joined: batches are not cut for it)
         self._started = False  # whether this executor called ray.init (and close shuts Ray down)
 
-    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool) -> dict[str, float]:
-        """Send every job, then store each one's runs as it finishes (the driver is the only writer)."""
+    def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
+            more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
+        """Send every job, then store each one's runs as it finishes (the driver is the only writer), sending the
+        jobs ``more`` adds at once; call ``idle`` while none finishes."""
         if not jobs:
             return {}
         import ray
@@ -321,16 +356,27 @@ class RayExecutor:
                          include_dashboard=False, logging_level="ERROR")
             self._started = True
         remote = ray.remote(num_cpus=1, max_retries=self.max_retries)(run_on_worker)
-        pending = {remote.remote(job, store.load_checkpoint(job.key)): job.key for job in jobs}
+        pending: dict[Any, str] = {}
+
+        def send(new: list[Job]) -> None:
+            pending.update({remote.remote(job, store.load_checkpoint(job.key)): job.key for job in new})
+
+        send(jobs)
         log(f"{len(jobs)} batch(es) sent to Ray ({ray.cluster_resources().get('CPU', 0):g} CPUs)")
         seconds: dict[str, float] = {}
         try:
             while pending:
-                [ref], _ = ray.wait(list(pending), num_returns=1)
-                saved, lines, seconds[pending.pop(ref)] = ray.get(ref)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if idle is None else 0.2)
+                if not ready:
+                    idle()
+                    continue
+                key = pending.pop(ready[0])
+                saved, lines, seconds[key] = ray.get(ready[0])
                 for line in lines:
                     log(line)
                 replay(saved, store)
+                if more is not None:
+                    send(more(key, seconds[key]))
         finally:
             for ref in pending:  # an error or an interrupt: do not leave the others computing
                 ray.cancel(ref, force=True)
