@@ -338,16 +338,20 @@ def _add_ensemble_pull(n, y, arm: int, reward: float, sigma_r: float, noise):
 
 @njit(cache=True)
 def ensemble_refit_after_pull(code: int, chol, x, n, y, arm: int, reward: float, sigma_r: float, noise, lam: float,
-                              thetas, iterations: int, tol: float, max_iter: int, grad_tol: float, max_halvings: int):
+                              thetas, warming: bool, iterations: int, tol: float, max_iter: int, grad_tol: float,
+                              max_halvings: int):
     """GLM-ES's learning step in one call: one pull of ``arm`` paying ``reward``, each member's sum perturbed by
     σ_R times its entry of ``noise`` (m,), and the members refitted from ``thetas`` (:func:`ensemble_newton_solve`;
     the identity link: solved at once, :func:`quadratic_argmins`, with the Gram factor ``chol`` of the state before
-    the pull updated by :func:`cholesky_add`, its Hessian at any θ). Returns (n, y, θ (m, d), L: the identity link's
-    updated factor, else an empty array)."""
+    the pull updated by :func:`cholesky_add`, its Hessian at any θ), unless ``warming`` (the warm-up goes on after
+    this pull: ``thetas`` kept, :func:`nlbandit.policies.glm.glm_es`). Returns (n, y, θ (m, d), L: the identity
+    link's updated factor, else an empty array)."""
     n, y = _add_ensemble_pull(n, y, arm, reward, sigma_r, noise)
     if code == 0:
         h = cholesky_add(chol, x[arm])
-        return n, y, quadratic_argmins(h, x, y), h
+        return n, y, thetas.copy() if warming else quadratic_argmins(h, x, y), h
+    if warming:
+        return n, y, thetas.copy(), np.empty((0, 0))
     theta = ensemble_newton_solve(code, x, n, y, lam, thetas, iterations, tol, max_iter, grad_tol, max_halvings)
     return n, y, theta, np.empty((0, 0))
 

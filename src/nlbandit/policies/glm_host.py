@@ -207,8 +207,9 @@ def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
     descent with the identity link: every member's reward sums get their own perturbation of each reward, all
     members are refitted together (:func:`nlbandit.host.glm.ensemble_refit_after_pull`; gradient descent:
     :func:`nlbandit.host.glm.ensemble_gd_after_pull`, its steps in closed form; the identity link's Gram factor
-    kept by a rank-one update per pull); play member j_t's argmax, the warm-up's planned arms first, with the exact
-    probability over the member draw."""
+    kept by a rank-one update per pull; with the ensemble solver, not refitted before the warm-up's last pull, as
+    the policy); play member j_t's argmax, the warm-up's planned arms first, with the exact probability over the
+    member draw."""
     code = glm.LINK_CODES[config["link"]]
     gd, mean, steps = config["solver"] == "gd", config["reduction"] == "mean", int(config["gd_steps"])
     last = LastState()  # identity link: the Cholesky factor of the state's G
@@ -233,9 +234,10 @@ def glm_es(config: dict[str, Any], spec: ProblemSpec) -> HostRound:
                                                         float(params.sigma_r), draws[0], float(params.lr), mean,
                                                         state.theta, steps)
         else:
+            warming = int(rows.count) + 1 < int(state.warmup.length)
             n, y, theta, h = glm.ensemble_refit_after_pull(code, factor, rows.x, rows.n, rows.y, arm, float(reward),
                                                            float(params.sigma_r), draws[0], float(params.lam),
-                                                           state.theta, *glm.ENSEMBLE_OPTIONS)
+                                                           state.theta, warming, *glm.ENSEMBLE_OPTIONS)
         learnt = state._replace(rows=Rows(rows.x, n, y, rows.count + np.int32(1)), theta=theta)
         if code == IDENTITY:
             last.put(learnt, h)
