@@ -378,7 +378,8 @@ def glm_es(spec: ProblemSpec, m: int = 10, solver: str = "gd", warmup: str = "g-
     the solver's tolerance. The chord steps still run (under ``vmap`` over seeds a skipped branch costs as much),
     the per-member Newton fallback does not: the fresh members lie far apart and most warm-up rounds took it,
     130–190 µs per seed-round against ~25 after the warm-up (Sun et al.'s Fig. 1b problem). Sun et al.'s Figs. 1b,
-    2, 3 and 4a stored the same arms and curves at quick scale as with every warm-up round refitted (2026-11-27).
+    2, 3 and 4a stored the same arms and curves at quick scale as with every warm-up round refitted, and the first
+    and last seed of every run of the committed full-scale reports recomputed to their digests (2026-11-27).
     Where a planned arm is not on offer, the initial members choose its replacement. ``"gd"`` and ``"newton"``
     refit after every pull (``"gd"`` must: its estimate is its path).
     """
