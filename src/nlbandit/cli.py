@@ -6,7 +6,7 @@
 * ``nlbandit check FILE``: (run what is missing and) check the claims; exit status 1 if one fails.
   FILE may be a folder: every ``*.toml`` below it (recursively, sorted) is validated first, then computed with the
   same options, the files' batches together so that the workers stay busy across files
-  (:mod:`nlbandit.experiments.waves`), each file reported as soon as it is computed (in ``<out>/<paper>/``; printed
+  (:mod:`nlbandit.experiments.schedule`), each file reported as soon as it is computed (in ``<out>/<paper>/``; printed
   in file order); a summary of each file's worker seconds and verdicts ends with the total wall time.
 * ``nlbandit seeds FILE [--scale S] [--seeds N]``: from a pilot's stored runs, the seeds at which each claim's
   paired comparisons are resolved (:mod:`nlbandit.experiments.power`); computes nothing.
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3 if isinstance(e, StoreBusyError) else 2
-    from nlbandit.experiments.waves import run_experiments
+    from nlbandit.experiments.schedule import run_experiments
 
     start = time.perf_counter()
     done: dict[int, tuple[str, int, float, list[str]]] = {}  # file -> (its printed block, status, seconds, verdicts)

@@ -1,6 +1,6 @@
-"""Several experiments computed together in waves (:mod:`nlbandit.experiments.waves`): a file waits for an earlier
-one whose series it reads, the timed runs are computed alone, and every stored number is the one that computing the
-files one at a time stores."""
+"""Several experiments computed together (:mod:`nlbandit.experiments.schedule`): each file's next step as soon as its
+previous one is stored, a file waits for an earlier one whose series it reads, the timed runs are computed alone, and
+every stored number is the one that computing the files one at a time stores."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from nlbandit.experiments.executors import LocalExecutor
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.tuning import tune_experiment
-from nlbandit.experiments.waves import run_experiments
+from nlbandit.experiments.schedule import run_experiments
 from nlbandit.store import Store
 
 FILE = """
@@ -78,30 +78,30 @@ def _stored(store: Store) -> dict:
     return out
 
 
-def test_files_computed_in_waves_store_what_one_at_a_time_stores(tmp_path, experiment_file):
+def test_files_computed_together_store_what_one_at_a_time_stores(tmp_path, experiment_file):
     a = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "lin-ts"\nv = [0.1, 0.3]') + TIMED_CLAIM,
                         "a")
     b = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "eps-greedy"'), "b")  # reads a's UCB
     c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, ucb="tune = { alpha = [0.1, 1.0] }",
                                     other='name = "lin-ts"'), "c")
     exps = [load_experiment(path) for path in (a, b, c)]
-    waves, lines, handed = Recording(), [], []
-    with Store(tmp_path / "waves.duckdb") as store:
-        tuned, seconds = run_experiments(exps, store, waves, progress=False, log=lines.append,
+    recording, lines, handed = Recording(), [], []
+    with Store(tmp_path / "together.duckdb") as store:
+        tuned, seconds = run_experiments(exps, store, recording, progress=False, log=lines.append,
                                          done=lambda i, exp, took: handed.append((i, exp, took)))
         together = _stored(store)
     # each file handed back once, tuned, with its final seconds (this executor computes here: at the end, c first)
     assert [(i, took) for i, _, took in handed] == [(2, seconds[2]), (0, seconds[0]), (1, seconds[1])]
     assert [exp for _, exp, _ in sorted(handed, key=lambda h: h[0])] == tuned
     assert [line for line in lines if "to start with" in line] == [
-        f"{len(files)} batch(es) of {len(set(files))} file(s) to start with" for how, files in waves.calls
+        f"{len(files)} batch(es) of {len(set(files))} file(s) to start with" for how, files in recording.calls
         if how == "run"]
     # First a's side-by-side runs and c's tuning (b reads a's UCB series: it waits for a); c's runs, chosen by its
     # tuning, as soon as that is stored, in the same call; then a's timed UCB alone, which b then finds stored: b
     # computes its other policy only.
-    assert [(how, sorted(set(files))) for how, files in waves.calls] == [
+    assert [(how, sorted(set(files))) for how, files in recording.calls] == [
         ("run", ["paper/a", "paper/c"]), ("more", ["paper/c"]), ("alone", ["paper/a"]), ("run", ["paper/b"])]
-    assert waves.calls[-1][1] == ["paper/b"] and all(s > 0 for s in seconds) and tuned[2].tuned
+    assert recording.calls[-1][1] == ["paper/b"] and all(s > 0 for s in seconds) and tuned[2].tuned
     one_at_a_time = Recording()
     with Store(tmp_path / "sequential.duckdb") as store:
         for exp in exps:
