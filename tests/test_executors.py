@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -107,23 +108,31 @@ def _named(store, *, log, progress, name):
 
 
 @pytest.mark.parametrize("executor", [LocalExecutor(), ProcessExecutor(2)], ids=["local", "processes"])
-def test_jobs_added_as_one_is_stored_go_before_those_not_started_and_idle_work_runs_meanwhile(executor):
-    """``more`` adds jobs once a job is stored (they start before those not sent yet); ``idle`` is called while the
-    workers compute (never by the local executor, which computes in this process)."""
+def test_jobs_added_as_one_is_stored_go_before_those_not_started_and_idle_work_runs_meanwhile(executor, monkeypatch):
+    """``more`` adds jobs once a job is stored: the local executor computes them next; the process executor sends
+    them to its workers before the jobs not sent yet (four at a time for two workers: a-d first; x and y, added when
+    the first job is stored, as the first two are, whichever they are; then e and f; an order that timing on a
+    loaded machine cannot change). ``idle`` is called while the workers compute (never by the local executor, which
+    computes in this process)."""
     jobs = [Job(k, _named, {"name": k}) for k in "abcdef"]
-    stored, idle, names = [], [], []
+    stored, idle, names, sent = [], [], [], []
+    submit = ProcessPoolExecutor.submit
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", lambda pool, fn, job, *a: sent.append(job.key) or submit(
+        pool, fn, job, *a))
 
     def more(key, seconds):
         stored.append((key, seconds))
-        return [Job("x", _named, {"name": "x"}), Job("y", _named, {"name": "y"})] if key == "a" else []
+        return [Job("x", _named, {"name": "x"}), Job("y", _named, {"name": "y"})] if len(stored) == 1 else []
 
     with contextlib.closing(executor):
         took = executor.run(jobs, _Empty(), log=names.append, progress=False, more=more, idle=lambda: idle.append(1))
     names = [n for n in names if len(n) == 1]  # (the processes' first line says how many workers)
     assert sorted(names) == sorted("abcdefxy") and sorted(took) == sorted("abcdefxy")
-    assert names.index("x") < names.index("y") < names.index("e") and names.index("x") < names.index("f")
+    if isinstance(executor, ProcessExecutor):
+        assert sent == list("abcdxyef") and idle
+    else:
+        assert names == list("axybcdef") and not sent and not idle
     assert sorted(k for k, _ in stored) == sorted("abcdefxy") and all(took[k] == s >= 0.3 for k, s in stored)
-    assert bool(idle) == isinstance(executor, ProcessExecutor)
 
 
 def test_executor_options_are_checked():
