@@ -123,7 +123,8 @@ def test_untuned_experiment_is_refused_by_the_runner_and_the_report(tmp_path):
     (lambda t: t.replace("[tune]\nseeds = 2\n", "[scales.quick]\ntune = false\n").replace(
         "tune = { alpha = [1000.0, 0.5] }", ""), "'scales.\\*.tune' needs a \\[tune\\] table"),
     (lambda t: t.replace("[tune]", "[scales.quick]\ntune = true\n[tune]"), "'scales.quick.tune' may only be false"),
-    (lambda t: t.replace("[tune]", "[scales.quick]\ntune = 0\n[tune]"), "tune"),
+    (lambda t: t.replace("[tune]", "[scales.quick]\ntune = 0\n[tune]"),
+     "scales.quick: field 'tune' must be true or false"),
     (lambda t: t.replace("[tune]", "[scales.quick]\ntune = false\n[tune]").replace(
         "tune = { alpha = [1000.0, 0.5] }", "tune = { nope = [1.0] }"), "nope"),  # a grid is checked where unused
 ])

@@ -50,11 +50,10 @@ def run_experiments(
     exps, n = list(exps), len(exps)
     reads = [series_read(e) for e in exps]
     stage = ["tune" if e.tuning else "run" for e in exps]  # -> "timed" (its timed runs wait) -> "done"
-    sent = [False] * n  # whether the file's current step is with the executor
     seconds = [0.0] * n
     owner: dict[str, int] = {}  # job key -> its file
-    left: list[set[str]] = [set() for _ in range(n)]  # the current step's jobs not stored yet
-    timed: list[tuple[int, list[Job]]] = []
+    left: list[set[str]] = [set() for _ in range(n)]  # the current step's jobs not stored yet (none: not sent)
+    timed: dict[int, list[Job]] = {}  # file -> its timed runs, computed alone
     finished: deque[int] = deque()  # computed, not handed to `done` yet
 
     def name(i: int) -> str:
@@ -62,10 +61,9 @@ def run_experiments(
 
     def complete(i: int) -> None:
         """File ``i``'s current step is stored: choose its tuned points, or finish it (its timed runs may wait)."""
-        sent[i] = False
         if stage[i] == "tune":
             exps[i], stage[i] = apply_tuning(exps[i], store), "run"
-        elif any(j == i for j, _ in timed):
+        elif i in timed:
             stage[i] = "timed"
         else:
             stage[i] = "done"
@@ -79,7 +77,7 @@ def run_experiments(
         while moved:
             moved = False
             for i in range(n):
-                if stage[i] not in ("tune", "run") or sent[i] or any(
+                if stage[i] not in ("tune", "run") or left[i] or any(
                         stage[j] != "done" and reads[j] & reads[i] for j in range(i)):
                     continue
                 if stage[i] == "tune":
@@ -89,9 +87,9 @@ def run_experiments(
                     new, alone = experiment_jobs(exps[i], store, slots=executor.slots, chunk_size=chunk_size,
                                                  log=log, name=name(i))
                     if alone:
-                        timed.append((i, alone))
+                        timed[i] = alone
                 if new:
-                    sent[i], left[i] = True, {job.key for job in new}
+                    left[i] = {job.key for job in new}
                     owner.update((job.key, i) for job in new)
                     jobs += new
                 else:
@@ -123,11 +121,11 @@ def run_experiments(
                 log(f"{len(jobs)} batch(es) of {len({owner[job.key] for job in jobs})} file(s) to start with")
             executor.run(jobs, store, log=log, progress=progress, more=more, idle=idle)
             continue
-        for i, alone in timed:  # every file left waits for timed runs
+        for i, alone in timed.items():  # every file left waits for timed runs
             seconds[i] += sum(executor.run_alone(alone, store, log=log, progress=progress).values())
             stage[i] = "done"
             finished.append(i)
-        timed = []
+        timed.clear()
     while finished:
         idle()
     return exps, seconds
