@@ -9,7 +9,7 @@ import pytest
 
 import nlbandit  # noqa: F401  (x64)
 from nlbandit import theory
-from nlbandit.core.regress import regress
+from nlbandit.core.regress import _running_sum, regress
 from nlbandit.envs.registry import make_stream
 from nlbandit.envs.streams import bartlett_directions, bartlett_labels
 from nlbandit.models.ftrl import ftrl
@@ -108,6 +108,23 @@ def test_regrets_against_numpy_and_the_bregman_decomposition(link_name):
     np.testing.assert_allclose(res.curves["pseudo"][0], pseudo, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(res.curves["stochastic"][0],
                                res.curves["pseudo"][0] - np.cumsum(eps * (z_hat - z)), rtol=1e-7, atol=1e-9)
+
+
+def test_curves_are_summed_in_round_order():
+    """The regression curves add the rounds one after the other, as the bandit engine's curves are (a float64
+    loop here, bit for bit), whatever the batch axes; labels clipped are counted as integers."""
+    rng = np.random.default_rng(3)
+    for shape in [(4, 777), (2, 3, 200)]:
+        values = rng.standard_normal(shape) * 1e3
+        expected, total = np.empty(shape), np.zeros(shape[:-1])
+        for t in range(shape[-1]):
+            total = total + values[..., t]
+            expected[..., t] = total
+        assert np.array_equal(np.asarray(jax.jit(_running_sum)(jnp.asarray(values))), expected)
+    clipped = rng.random((3, 50)) < 0.3
+    counts = _running_sum(jnp.asarray(clipped))
+    assert jnp.issubdtype(counts.dtype, jnp.integer)
+    assert np.array_equal(np.asarray(counts), np.cumsum(clipped, axis=-1))
 
 
 def test_adversarial_regret_against_lstsq():
