@@ -143,3 +143,26 @@ def test_distance_and_quadratic_means_and_noise():
         np.arange(1, 20001)))
     assert abs(pulls.mean() - means[3]) < 4 * 0.3 / np.sqrt(20000) and abs(pulls.std() - 0.3) < 0.01
     assert not nb.make_env("quadratic", d=6, k=30).facts.link  # not a GLM: GLM policies refuse it
+
+
+def test_make_env_resolves_a_configuration_once(monkeypatch):
+    """Equal arguments give the same environment without validating them again (an experiment builds one per
+    series and grid point); a bad value is refused every time, a value JSON cannot spell (a NumPy integer) too."""
+    from nlbandit.core.hyper import ConfigError
+    from nlbandit.envs import registry
+
+    calls = []
+    resolve = registry.resolve_env
+    monkeypatch.setattr(registry, "resolve_env", lambda *a, **k: calls.append(a) or resolve(*a, **k))
+    monkeypatch.setattr(registry, "_MADE", {})
+    env = nb.make_env("linear", d=3, k=7, noise_std=0.25)
+    assert nb.make_env("linear", k=7, noise_std=0.25, d=3) is env and len(calls) == 1
+    assert nb.make_env("linear", d=3, k=7, noise_std=0.5) is not env and len(calls) == 2
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="noise_std"):
+            nb.make_env("linear", d=3, k=7, noise_std=-1.0)
+    assert len(calls) == 4
+    for _ in range(2):  # a value JSON cannot spell: validated (and refused) as any other
+        with pytest.raises(ConfigError, match="field 'd' must be an integer >= 1, got np.int64"):
+            nb.make_env("linear", d=np.int64(3), k=7, noise_std=0.25)
+    assert len(calls) == 6

@@ -7,6 +7,7 @@ branch on an environment's name: what only one environment can judge is its entr
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from nlbandit.core.hyper import lookup, resolve_named
@@ -50,8 +51,25 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
 
     Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
     """
+    try:
+        key = json.dumps([name, hyperparameters], sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError):  # a value JSON cannot spell (an array): resolved every time
+        key = None
+    if key in _MADE:
+        return _MADE[key]
     config = resolve_env({"name": name, **hyperparameters}, f"env '{name}'")
-    return _build_env(name, tuple(sorted((k, v) for k, v in config.items() if k != "name")))
+    env = _build_env(name, tuple(sorted((k, v) for k, v in config.items() if k != "name")))
+    if key is not None:
+        if len(_MADE) >= 1024:
+            del _MADE[next(iter(_MADE))]
+        _MADE[key] = env
+    return env
+
+
+_MADE: dict[str, Env] = {}
+""":func:`make_env`'s environments by their arguments (JSON), so that a configuration met again is not validated again:
+an experiment checks every series and grid point against its environment, and validating a real-data environment
+verifies its data files (2026-11-27: loading the 28 experiment files built 1,714 environments in 10.4 s)."""
 
 
 @functools.lru_cache(maxsize=256)
