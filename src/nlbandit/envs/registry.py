@@ -52,8 +52,8 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
     Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
     """
     try:
-        key = json.dumps([name, hyperparameters], sort_keys=True, allow_nan=True)
-    except (TypeError, ValueError):  # a value JSON cannot spell (an array): resolved every time
+        key = json.dumps([name, hyperparameters], sort_keys=True)
+    except (TypeError, ValueError):  # a value JSON cannot spell (an array, a circular list): resolved every time
         key = None
     if key in _MADE:
         return _MADE[key]
