@@ -103,14 +103,26 @@ def test_the_command_reads_a_stored_pilot(tmp_path, capsys, text):
     mean, sd, needed = float(line.group(1)), float(line.group(2)), int(line.group(3))
     # (the printed values are rounded to 3 significant digits: the count lies between those of ±1% of them)
     assert mean < 0 and seeds_needed(mean * 1.01, sd * 0.99) <= needed <= seeds_needed(mean * 0.99, sd * 1.01)
-    assert f"learns: {needed} seeds to resolve all 1" in text and "bounded" not in text
+    paired_part = text.split("\nverdicts on")[0]
+    assert f"learns: {needed} seeds to resolve all 1" in paired_part and "bounded" not in paired_part
     near = re.search(r"near: .*\n  paired\('TS', 'U'\): mean (\S+), sd (\S+) over 4 seeds against the margin (\S+) -> "
                      r"(\d+) seeds", text)
     assert near, text  # counted against the margin d̄ − m, not the sign: far fewer seeds than the sign would need
     mean, sd, margin, needed = (float(near.group(i)) for i in range(1, 5))
     assert margin > 0 and seeds_needed((mean - margin) * 1.01, sd * 0.99) <= needed <= seeds_needed(
         (mean - margin) * 0.99, sd * 1.01)
+    # every claim resampled at the default counts and the pilot's 4; a bound that holds on every seed holds on any draw
+    bounded = re.search(r"^bounded \(pilot: holds\): (.*) -> 3 seeds decide it as the pilot did$", text, re.M)
+    assert bounded, text
+    assert re.findall(r"n=(\d+) (\S+?),? ", bounded.group(1) + " ") == [
+        (n, "1.00/0.00/0.00") for n in ("3", "4", "5", "10", "20", "50", "100")], bounded.group(1)
+    for line in re.findall(r"^(?:learns|near|bounded) \(pilot: \w+\): .*$", text, re.M):
+        for shares in re.findall(r"n=\d+ (\S+)/(\S+)/(\S+?)[,\s]", line + " "):
+            assert abs(sum(map(float, shares)) - 1.0) <= 0.011, line
     assert main(argv + ["--power", "1.5"]) == 2 and "--power" in capsys.readouterr().err
+    assert main(argv + ["--sizes", "5,x"]) == 2 and "--sizes must be seed counts" in capsys.readouterr().err
+    assert main(argv + ["--sizes", "2,6"]) == 0 and re.search(r"^learns \(pilot: \w+\): n=2 .*, n=4 .*, n=6 ",
+                                                            capsys.readouterr().out, re.M)
 
 
 def test_a_run_on_later_seeds_is_those_seeds_of_a_longer_run(tmp_path, capsys):
@@ -141,3 +153,50 @@ def test_a_run_on_later_seeds_is_those_seeds_of_a_longer_run(tmp_path, capsys):
     later.write_text(tuned.replace('name = "lin-ts"\n', 'name = "lin-ts"\ntune = { v = [5.0, 0.1] }\n'))
     assert main(["check", str(later), *common]) == 2
     assert "'tune.offset' = 4 must be at least 5" in capsys.readouterr().err
+
+
+RESAMPLED = PILOT.replace("seeds = 4", "seeds = 3").split("[[claims]]")[0] + """
+[[claims]]
+name = "order"
+text = "uniform's mean regret above TS's (no interval)"
+check = "regret('U') > regret('TS')"
+
+[[claims]]
+name = "resolved"
+text = "TS below uniform, paired"
+check = "paired('TS', 'U') < 0"
+"""
+
+
+def test_resampled_verdicts_match_an_exact_enumeration(tmp_path):
+    # Pilot of 3 seeds with final regrets TS = (1, 5, 2), U = (3, 2, 6): on n seeds drawn with replacement the claims
+    # see the same draw for both runs, so each verdict is a function of the drawn differences TS − U = (−2, 3, −4).
+    # The shares over all 3ⁿ equally likely draws, computed here by enumeration (the interval by the claims' own
+    # paired_interval), must match the 4,000 random draws within 0.03 (3 standard errors of a share near 0.5).
+    from itertools import product
+
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.experiments.power import verdict_rates
+
+    path = tmp_path / "resampled.toml"
+    path.write_text(RESAMPLED)
+    exp = load_experiment(path, "full")
+    final = {"TS": np.array([1.0, 5.0, 2.0]), "U": np.array([3.0, 2.0, 6.0])}
+
+    def curves(label, case, metric="regret"):
+        return np.array([exp.horizon]), final[label][:, None], None
+
+    found = {name: (holds, rates) for name, holds, rates in verdict_rates(exp, curves, (2, 3), resamples=4000)}
+    diff = final["TS"] - final["U"]
+    assert found["order"][0] is True and found["resolved"][0] is None  # on the pilot itself
+    for i, n in enumerate((2, 3)):
+        draws = [diff[list(rows)] for rows in product(range(3), repeat=n)]
+        order = np.mean([d.mean() < 0 for d in draws])
+        intervals = [paired_interval(d) for d in draws]  # an interval below 0 holds, one at or above 0 fails
+        resolved_true, resolved_false = np.mean([i.hi < 0 for i in intervals]), np.mean([i.lo >= 0 for i in intervals])
+        rates = found["order"][1][i]
+        assert rates.n == n and abs(rates.holds - order) <= 0.03 and abs(rates.fails - (1 - order)) <= 0.03
+        assert rates.undetermined == 0.0  # a comparison of means is always decided
+        rates = found["resolved"][1][i]
+        assert abs(rates.holds - resolved_true) <= 0.03 and abs(rates.fails - resolved_false) <= 0.03, (n, rates)
+        assert abs(rates.holds + rates.fails + rates.undetermined - 1.0) < 1e-12

@@ -85,12 +85,14 @@ def _parser() -> argparse.ArgumentParser:
                        "one per core)")
         c.add_argument("--address", default=None, help="with --executor ray: the cluster to join (e.g. auto, "
                        "ray://HOST:10001; default $RAY_ADDRESS, else a local cluster on this machine's cores)")
-    sd = sub.add_parser("seeds", help="seeds each claim's paired comparisons need, from a pilot's stored runs",
+    sd = sub.add_parser("seeds", help="seeds each claim needs, from a pilot's stored runs",
                         description="From a pilot (the runs of FILE at --scale, --seeds and --cases, stored by "
                         "'nlbandit run' or 'check'), print for every paired() comparison of the claims the pilot's "
                         "mean difference and standard deviation and the number of seeds at which a run resolves it "
-                        "(its 95%% interval excludes 0) with probability --power; per claim, the most its "
-                        "comparisons need (against 0: a margin needs more). Computes nothing (docs/experiments.md).")
+                        "(its 95%% interval lies on one side of the claim's margin) with probability --power, and "
+                        "per claim the most its comparisons need; then, for every claim, how often it holds, fails "
+                        "or stays undetermined on n seeds drawn with replacement from the pilot's, for each n of "
+                        "--sizes and the pilot's own count. Computes nothing (docs/experiments.md).")
     sd.add_argument("file", type=Path, help="experiment file (TOML)")
     sd.add_argument("--scale", choices=("quick", "full"), default="quick", help="the pilot's scale (default quick)")
     sd.add_argument("--seeds", type=int, default=None, help="the pilot's number of repetitions, if not the scale's")
@@ -98,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     sd.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                     help=f"results database holding the pilot (default $NLBANDIT_DB or {DEFAULT_DB})")
     sd.add_argument("--power", type=float, default=0.8, help="probability of resolving each comparison (default 0.8)")
+    sd.add_argument("--sizes", default=None, metavar="N[,N...]",
+                    help="seed counts at which to resample each claim (default 3,5,10,20,50,100)")
     res = sub.add_parser("results", help="list the stored runs (revalidate or prune those computed by code that has "
                          "changed)",
                          description="List the stored runs with their code hash and whether it is the current "
@@ -381,7 +385,7 @@ def _seeds(args: argparse.Namespace) -> int:
     """``nlbandit seeds``: the seeds each claim's paired comparisons need, from a pilot's stored runs
     (:mod:`nlbandit.experiments.power`)."""
     from nlbandit.experiments.plan import load_experiment
-    from nlbandit.experiments.power import claim_comparisons
+    from nlbandit.experiments.power import SIZES, claim_comparisons, verdict_rates
     from nlbandit.experiments.runner import missing
     from nlbandit.experiments.tuning import tune_experiment
     from nlbandit.report.build import claim_curves, load_rows
@@ -390,6 +394,7 @@ def _seeds(args: argparse.Namespace) -> int:
     try:
         if not 0.0 < args.power < 1.0:
             raise ConfigError(f"--power must be a probability in (0, 1), got {args.power}")
+        sizes = SIZES if args.sizes is None else _sizes(args.sizes)
         cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
         exp = load_experiment(args.file, args.scale, args.seeds, cases)
         store = Store(args.db)
@@ -411,7 +416,9 @@ def _seeds(args: argparse.Namespace) -> int:
         exp = tune_experiment(exp, store, progress=False, log=lambda line: None)
         if lacks(exp.runs, "runs"):
             return 2
-        found = claim_comparisons(exp, claim_curves(exp, load_rows(exp, store)), args.power)
+        curves = claim_curves(exp, load_rows(exp, store))
+        found = claim_comparisons(exp, curves, args.power)
+        rates = verdict_rates(exp, curves, tuple(sorted(set(sizes) | {exp.n_seeds})))
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
     for name, comparisons in found:
@@ -423,7 +430,42 @@ def _seeds(args: argparse.Namespace) -> int:
                     "median: not estimated" if c.stat != "mean" else "out of reach")
             margin = f" against the margin {c.margin:.3g}" if c.margin else ""
             print(f"  {c.call}: mean {c.mean:.3g}, sd {c.sd:.3g} over {c.seeds} seeds{margin} -> {need}")
+    _print_verdicts(rates, exp.n_seeds, args.power)
     return 0
+
+
+def _print_verdicts(rates: list, pilot: int, power: float) -> None:
+    """The resampled verdicts of ``nlbandit seeds`` (:func:`nlbandit.experiments.power.verdict_rates`), a line per
+    claim."""
+    from nlbandit.experiments.power import RESAMPLES
+
+    print(f"\nverdicts on n seeds drawn with replacement from the pilot's {pilot} ({RESAMPLES} draws each; times are "
+          "the pilot's): the shares of draws in which a claim holds / fails / stays undetermined, and the fewest seeds "
+          f"of those tried that decide it in at least {power:g} of the draws as the pilot did (one way or the other "
+          "where the pilot did not)")
+    for name, holds, per_n in rates:
+        shares = ", ".join(f"n={r.n} {r.holds:.2f}/{r.fails:.2f}/{r.undetermined:.2f}" for r in per_n)
+        if holds is None:
+            enough = next((r for r in per_n if r.decided >= power), None)
+            verdict = ("no count tried decides it" if enough is None else
+                       f"{enough.n} seeds decide it ({'holds' if enough.holds >= enough.fails else 'fails'})")
+        else:
+            enough = next((r for r in per_n if (r.holds if holds else r.fails) >= power), None)
+            verdict = ("no count tried decides it as the pilot did" if enough is None else
+                       f"{enough.n} seeds decide it as the pilot did")
+        on_pilot = {True: "holds", False: "fails", None: "undetermined"}[holds]
+        print(f"{name} (pilot: {on_pilot}): {shares} -> {verdict}")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes`` as seed counts."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or any(n < 1 for n in sizes):
+        raise ConfigError(f"--sizes must be seed counts >= 1 separated by commas, e.g. 5,10,20; got {text!r}")
+    return sizes
 
 
 def _hyperparameters(items: list[str], where: str) -> dict:

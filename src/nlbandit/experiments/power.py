@@ -10,7 +10,19 @@ statistic taken as normal around its mean; slightly optimistic for small n), so 
 the smallest n ≥ 2 with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small
 pilot can miss an effect or overstate it, so the count is a planning figure, stated in the experiment file with
 its pilot and then used once, on seeds the pilot did not use.
-``nlbandit seeds FILE --scale S --db DB`` prints it per claim (``docs/experiments.md``).
+
+Claims that compare no ``paired()`` interval (a threshold on a mean, ``growth(a) < 0.35``; a fraction of seeds,
+``stuck(a) <= 0.1``; an order of means) and whole claims of several comparisons are planned by resampling instead
+(:func:`verdict_rates`): the claim is evaluated, as a report evaluates it, on n seeds drawn with replacement from the
+pilot's (the same draw for every run, so pairs stay paired), many times, and the shares of draws in which it holds,
+fails or stays undetermined estimate how a run of n fresh seeds would decide it. This takes the pilot's seeds for the
+population: a proportion the pilot never observed (no stuck instance among its seeds) is taken as zero, and a pilot's
+extreme seed is drawn as often as any; and a statistic that noise biases (the R² of a line fit, the least of several
+values, a ratio of means) is biased once more by the draw, so for such claims the shares understate how often the
+pilot's verdict repeats. They are planning figures too, exact in the limit for means and paired differences, best
+where n is at most the pilot's count. A claim's times (``runtime()``, ``select_time()``) are the pilot's, not
+resampled.
+``nlbandit seeds FILE --scale S --db DB`` prints both per claim (``docs/experiments.md``).
 """
 
 from __future__ import annotations
@@ -21,11 +33,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nlbandit.experiments.claims import grid_values, paired_differences, t_quantile_975
+from nlbandit.experiments.claims import evaluate_claim, grid_values, paired_differences, t_quantile_975
 from nlbandit.plugins import claim_functions
 
 MAX_SEEDS = 1_000_000
 """Counts above this are reported as out of reach (None)."""
+
+SIZES = (3, 5, 10, 20, 50, 100)
+"""The seed counts :func:`verdict_rates` tries by default (beside the pilot's own)."""
+
+RESAMPLES = 400
+"""Draws per seed count in :func:`verdict_rates`: a share's standard error is at most 0.025."""
 
 
 class Comparison(NamedTuple):
@@ -82,4 +100,54 @@ def claim_comparisons(exp, curves, power: float = 0.8) -> list[tuple[str, list[C
             comparisons.append(Comparison(call, stat, int(diff.size), mean, sd, needed, margin))
         if comparisons:
             out.append((claim.name, comparisons))
+    return out
+
+
+class VerdictRates(NamedTuple):
+    """A claim evaluated on ``n`` seeds drawn with replacement from the pilot's, ``resamples`` times: the shares of
+    draws in which it holds, fails and stays undetermined (INCONCLUSIVE)."""
+
+    n: int
+    holds: float
+    fails: float
+    undetermined: float
+
+    @property
+    def decided(self) -> float:
+        """The larger of the shares that hold and that fail: how often n seeds decide the claim the same way."""
+        return max(self.holds, self.fails)
+
+
+def verdict_rates(exp, curves, sizes: tuple[int, ...] = SIZES, resamples: int = RESAMPLES,
+                  seed: int = 0) -> list[tuple[str, bool | None, list[VerdictRates]]]:
+    """(claim name, its verdict on the pilot, its :class:`VerdictRates` per seed count in ``sizes``) for every
+    evaluated claim of ``exp``, from the pilot's ``curves`` (:func:`nlbandit.report.build.claim_curves` of its
+    stored rows; module docstring). Every claim sees the same ``resamples`` draws of each count (``seed`` fixes
+    them)."""
+    if resamples < 1 or any(n < 1 for n in sizes):
+        raise ValueError(f"resamples and sizes must be >= 1, got {resamples} and {sizes}")
+    pilot, grid, functions = exp.n_seeds, grid_values(exp), claim_functions(exp.loop)
+    rng = np.random.default_rng(seed)
+    draws = {n: rng.integers(0, pilot, size=(resamples, n)) for n in sorted(set(sizes))}
+
+    def drawn(rows: np.ndarray):
+        def read(label, case, metric="regret"):
+            rounds, curve, timing = curves(label, case, metric)
+            if curve.shape[0] != pilot:
+                raise ValueError(f"the pilot's run {label!r} holds {curve.shape[0]} seeds, not the file's {pilot}")
+            return rounds, curve[rows], timing
+
+        return read
+
+    out = []
+    for claim in exp.claims:
+        if claim.unchecked:
+            continue
+        holds = evaluate_claim(claim.check, curves, exp.horizon, grid, functions)[0]
+        rates = []
+        for n, rows in draws.items():
+            found = [evaluate_claim(claim.check, drawn(r), exp.horizon, grid, functions)[0] for r in rows]
+            rates.append(VerdictRates(n, found.count(True) / resamples, found.count(False) / resamples,
+                                      found.count(None) / resamples))
+        out.append((claim.name, holds, rates))
     return out
