@@ -193,7 +193,8 @@ def test_resampled_verdicts_match_an_exact_enumeration(tmp_path):
         draws = [diff[list(rows)] for rows in product(range(3), repeat=n)]
         order = np.mean([d.mean() < 0 for d in draws])
         intervals = [paired_interval(d) for d in draws]  # an interval below 0 holds, one at or above 0 fails
-        resolved_true, resolved_false = np.mean([i.hi < 0 for i in intervals]), np.mean([i.lo >= 0 for i in intervals])
+        resolved_true = np.mean([iv.hi < 0 for iv in intervals])
+        resolved_false = np.mean([iv.lo >= 0 for iv in intervals])
         rates = found["order"][1][i]
         assert rates.n == n and abs(rates.holds - order) <= 0.03 and abs(rates.fails - (1 - order)) <= 0.03
         assert rates.undetermined == 0.0  # a comparison of means is always decided

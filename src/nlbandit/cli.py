@@ -382,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _seeds(args: argparse.Namespace) -> int:
-    """``nlbandit seeds``: the seeds each claim's paired comparisons need, from a pilot's stored runs
+    """``nlbandit seeds``: the seeds each claim's paired comparisons need, and how often each claim holds, fails or
+    stays undetermined on seeds resampled from the pilot's, from a pilot's stored runs
     (:mod:`nlbandit.experiments.power`)."""
     from nlbandit.experiments.plan import load_experiment
     from nlbandit.experiments.power import SIZES, claim_comparisons, verdict_rates

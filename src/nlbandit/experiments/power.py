@@ -19,9 +19,9 @@ fails or stays undetermined estimate how a run of n fresh seeds would decide it.
 population: a proportion the pilot never observed (no stuck instance among its seeds) is taken as zero, and a pilot's
 extreme seed is drawn as often as any; and a statistic that noise biases (the R² of a line fit, the least of several
 values, a ratio of means) is biased once more by the draw, so for such claims the shares understate how often the
-pilot's verdict repeats. They are planning figures too, exact in the limit for means and paired differences, best
-where n is at most the pilot's count. A claim's times (``runtime()``, ``select_time()``) are the pilot's, not
-resampled.
+pilot's verdict repeats. They are planning figures too, consistent for means and paired differences as the pilot
+grows, best where n is at most the pilot's count. A claim's times (``runtime()``, ``select_time()``) are the
+pilot's, not resampled.
 ``nlbandit seeds FILE --scale S --db DB`` prints both per claim (``docs/experiments.md``).
 """
 
