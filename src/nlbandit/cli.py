@@ -419,7 +419,7 @@ def _seeds(args: argparse.Namespace) -> int:
             return 2
         curves = claim_curves(exp, load_rows(exp, store))
         found = claim_comparisons(exp, curves, args.power)
-        rates = verdict_rates(exp, curves, tuple(sorted(set(sizes) | {exp.n_seeds})))
+        rates = verdict_rates(exp, curves, (*sizes, exp.n_seeds))  # (sorted and deduplicated there)
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
     for name, comparisons in found:

@@ -8,6 +8,7 @@ documented in ``docs/experiments.md`` (section "Claims").
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -497,8 +498,11 @@ def traced_text(text: str, value: float) -> str:
     return f"{text} = {value:.4f}" if text.startswith("reward(") else f"{text} = {value:.2f}"
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_claim(check: str) -> ast.Expression:
-    """The syntax tree of a claim (which may span several lines), within the length and depth limits.
+    """The syntax tree of a claim (which may span several lines), within the length and depth limits; cached, as a
+    claim is read when its file is loaded and at every evaluation (:mod:`nlbandit.experiments.power` evaluates it
+    thousands of times), and nothing changes a tree once parsed.
 
     Raises:
       ConfigError: not an expression, or too long or too deeply nested.

@@ -27,6 +27,7 @@ pilot's, not resampled.
 
 from __future__ import annotations
 
+import json
 import math
 from statistics import NormalDist
 from typing import NamedTuple
@@ -130,9 +131,14 @@ def verdict_rates(exp, curves, sizes: tuple[int, ...] = SIZES, resamples: int = 
     rng = np.random.default_rng(seed)
     draws = {n: rng.integers(0, pilot, size=(resamples, n)) for n in sorted(set(sizes))}
 
+    read_once: dict[tuple, tuple] = {}  # the pilot's curves by call: every draw reads the same runs
+
     def drawn(rows: np.ndarray):
         def read(label, case, metric="regret"):
-            rounds, curve, timing = curves(label, case, metric)
+            key = (label, json.dumps(case, sort_keys=True, default=str), metric)
+            if key not in read_once:
+                read_once[key] = curves(label, case, metric)
+            rounds, curve, timing = read_once[key]
             if curve.shape[0] != pilot:
                 raise ValueError(f"the pilot's run {label!r} holds {curve.shape[0]} seeds, not the file's {pilot}")
             return rounds, curve[rows], timing
