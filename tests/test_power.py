@@ -201,3 +201,40 @@ def test_resampled_verdicts_match_an_exact_enumeration(tmp_path):
         rates = found["resolved"][1][i]
         assert abs(rates.holds - resolved_true) <= 0.03 and abs(rates.fails - resolved_false) <= 0.03, (n, rates)
         assert abs(rates.holds + rates.fails + rates.undetermined - 1.0) < 1e-12
+
+
+def test_a_full_scale_report_gives_each_claims_repeat_share(tmp_path, capsys):
+    # At --scale full a report evaluates every claim again on 400 draws of its seeds (with replacement) and gives the
+    # share that read as the claim does. Checked against an exact enumeration of all 4⁴ equally likely draws of the
+    # 4 stored seeds (the claims' own paired_interval on the drawn differences): within 0.075, three standard errors
+    # of a share of 400 draws. A bound true on every seed repeats in all draws; a claim on times is not resampled.
+    from itertools import product
+
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.report.build import load_rows
+    from nlbandit.store import Store
+
+    path, db, out = tmp_path / "exp" / "pilot.toml", tmp_path / "r.duckdb", tmp_path / "rep"
+    path.parent.mkdir()
+    path.write_text(PILOT + '\n[[claims]]\nname = "timed"\ntext = "a time"\ncheck = "runtime(\'TS\') < 1e9"\n')
+    argv = ["run", str(path), "--db", str(db), "--out", str(out), "--no-progress", "--executor", "local"]
+    assert main(argv + ["--resample", "-1"]) == 2 and "--resample must be" in capsys.readouterr().err
+    assert main(argv + ["--scale", "full"]) == 0
+    printed = capsys.readouterr().out
+    md = (out / "pilot.md").read_text()
+    assert "| result | repeats |" in md and "*Repeats*: the share of 400 draws of 4 seeds" in md
+    cells = {m.group(1): (m.group(2), m.group(3)) for m in
+             re.finditer(r"^\| \*\*(\w+)\*\*:.*\| (PASS|FAIL|INCONCLUSIVE) \| ([^|]+) \|$", md, re.M)}
+    assert set(cells) == {"learns", "bounded", "near", "timed"}, md
+    assert cells["bounded"] == ("PASS", "1.00") and cells["timed"][1] == "— (times)"
+    assert "bounded: regret('U') <= T" in printed and "(repeats in 1.00 of 400 draws of the seeds)" in printed
+    exp = load_experiment(path, "full")
+    with Store(db) as store:
+        final = {r.run.label: r.final for r in load_rows(exp, store)}
+    diff = final["TS"] - final["U"]
+    draws = [paired_interval(diff[list(rows)]) for rows in product(range(4), repeat=4)]
+    share = {"PASS": np.mean([d.hi < 0 for d in draws]), "FAIL": np.mean([d.hi >= 0 for d in draws])}[
+        cells["learns"][0]]  # (upper(...) < 0 compares the interval's upper end: always decided)
+    assert abs(float(cells["learns"][1]) - share) <= 0.075, (cells["learns"], share)
+    assert main(argv + ["--scale", "full", "--resample", "0"]) == 0 and "repeats" not in (out / "pilot.md").read_text()
+    assert main(argv) == 0 and "repeats" not in (out / "pilot.md").read_text()  # the quick scale: none by default

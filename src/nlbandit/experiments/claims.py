@@ -37,6 +37,9 @@ Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, Timing]]
 PHASE_FUNCTIONS = {"select_time": "select", "update_time": "update"}
 """The claim functions that read a run's phases, and the :class:`Timing` field each reads."""
 
+TIME_FUNCTIONS = frozenset({"runtime", *PHASE_FUNCTIONS})
+"""The claim functions that read a run's measured time."""
+
 _THEORY = {"l": (anytime_constant, 2), "basis_regret": (ftrl_basis_regret, 4),
            "mean_field": (ftrl_mean_field_regret, 4), "ftrl_bound": (ftrl_regret_bound, 4)}
 _INTEGER_ARGS = {"basis_regret": (0, 1), "mean_field": (0, 1), "ftrl_bound": (0, 1)}  # d and T
@@ -479,6 +482,7 @@ class ClaimResult:
     values: list[tuple[str, float]]
     kind: str = "paper"
     missing: str = ""  # why it was not checked (a data set that is not available)
+    repeats: float | None = None  # the share of resampled draws that read as it does (None: not resampled)
 
     @property
     def ok(self) -> bool:
@@ -628,6 +632,12 @@ def _runs_read_by(exp, functions) -> set[str]:
     return out
 
 
+def reads_times(check: str) -> bool:
+    """Whether claim ``check`` calls a function that reads a run's measured time (:data:`TIME_FUNCTIONS`)."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TIME_FUNCTIONS
+               for node in ast.walk(parse_claim(check)))
+
+
 def phased_runs(exp) -> set[str]:
     """The run ids whose phases a claim of ``exp`` reads (``select_time``, ``update_time``): computed alone
     with :class:`~nlbandit.core.phases.PhaseTimer`."""
@@ -641,4 +651,4 @@ def timed_runs(exp) -> set[str]:
     A run computed side by side with others shares their batch's time, which is the pace of its slowest
     lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone.
     """
-    return _runs_read_by(exp, {"runtime", *PHASE_FUNCTIONS})
+    return _runs_read_by(exp, TIME_FUNCTIONS)

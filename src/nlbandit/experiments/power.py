@@ -22,7 +22,8 @@ values, a ratio of means) is biased once more by the draw, so for such claims th
 pilot's verdict repeats. They are planning figures too, consistent for means and paired differences as the pilot
 grows, best where n is at most the pilot's count. A claim's times (``runtime()``, ``select_time()``) are the
 pilot's, not resampled.
-``nlbandit seeds FILE --scale S --db DB`` prints both per claim (``docs/experiments.md``).
+``nlbandit seeds FILE --scale S --db DB`` prints both per claim (``docs/experiments.md``), and a report gives each
+claim's share at its own seed count (:func:`nlbandit.report.build.repeat_shares`).
 """
 
 from __future__ import annotations

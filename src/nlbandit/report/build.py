@@ -9,7 +9,7 @@ import datetime
 import io
 import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -18,8 +18,9 @@ from scipy import stats
 
 from nlbandit import __version__, machine
 from nlbandit.atomic import write_bytes
-from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
+from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values, reads_times,
                                          run_selector, traced_text)
+from nlbandit.experiments.power import verdict_rates
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
@@ -120,6 +121,23 @@ def check_claims(exp: Experiment, rows: list[Row]) -> list[ClaimResult]:
             values.append((f"decided without the cases not run ({c.missing})", float("nan")))
         out.append(ClaimResult(c.name, c.text, c.check, c.expect, holds, values, c.kind))
     return out
+
+
+def repeat_shares(exp: Experiment, rows: list[Row], claims: list[ClaimResult], resamples: int) -> None:
+    """Set each evaluated claim's ``repeats``: the share of ``resamples`` draws of the report's n seeds, drawn with
+    replacement from its own (the same draw for every run, so pairs stay paired), on which the claim reads as it
+    does on them: holds, fails or stays undetermined (:func:`~nlbandit.experiments.power.verdict_rates`, with its
+    caveats). A claim that reads measured times (whose times are not resampled) or was not checked keeps None."""
+    names = {c.name for c in claims if not c.missing and not reads_times(c.check)}
+    if not names:
+        return
+    only = replace(exp, claims=[c for c in exp.claims if c.name in names])
+    rates = {name: per_n[0] for name, _, per_n in verdict_rates(only, claim_curves(exp, rows), (exp.n_seeds,),
+                                                                 resamples)}
+    for c in claims:
+        if c.name in rates:
+            r = rates[c.name]
+            c.repeats = r.undetermined if c.holds is None else r.holds if c.holds else r.fails
 
 
 def claim_verdict(c: ClaimResult) -> str:
@@ -368,11 +386,15 @@ def _data_lines(exp: Experiment, envs) -> list[str]:
 
 
 def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
-                 tuning: Sequence[TuningResult] = ()) -> tuple[Path, list[ClaimResult]]:
+                 tuning: Sequence[TuningResult] = (), resamples: int = 0) -> tuple[Path, list[ClaimResult]]:
     """Write ``<out_dir>/<name>.md``, ``<name>.png`` and the run list ``<name>.runs.json``
     (:mod:`nlbandit.report.runlist`) from ``load_rows(exp, store)`` and, for a tuned
-    experiment its ``exp.tuned`` results; return the markdown path and the claim results."""
+    experiment its ``exp.tuned`` results; return the markdown path and the claim results. With ``resamples``, each
+    claim's verdict is also evaluated on that many draws of the seeds (:func:`repeat_shares`), in a column of
+    the claims table."""
     claims = check_claims(exp, rows)
+    if resamples:
+        repeat_shares(exp, rows, claims, resamples)
     png = out_dir / f"{exp.name}.png"
     plot_regret(exp, rows, png)
     env_cfgs = {json.dumps(r.run.env, sort_keys=True): r.run.env for r in rows}
@@ -423,12 +445,23 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
                   "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "
                   "threshold the paper does not justify, kept as a check on the implementation), *sanity* (true by "
                   "construction). `paired(a, b)` is the per-seed difference regret(a) − regret(b) on common random "
-                  "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE.", "",
-                  "| claim | kind | check | measured | result |", "|---|---|---|---|---|"]
+                  "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE." + (
+                      f" *Repeats*: the share of {resamples} draws of {exp.n_seeds} seeds, drawn with replacement "
+                      "from this report's own (one draw for all runs, so pairs stay paired), in which the claim reads "
+                      "as it does here (holds, fails or stays INCONCLUSIVE): an estimate of how often fresh seeds "
+                      "would repeat this verdict and, for a claim on point values (a growth rate, an order of means), "
+                      "which has no interval, the only measure of its luck. A statistic that noise biases (an R², the "
+                      "least of several values) is biased again by the draw, so there the share understates how "
+                      "often the verdict repeats; measured times are not resampled (`nlbandit.experiments.power`; "
+                      "docs/experiments.md)." if resamples else ""), "",
+                  "| claim | kind | check | measured | result |" + (" repeats |" if resamples else ""),
+                  "|---|---|---|---|---|" + ("---:|" if resamples else "")]
         for c in claims:
             values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values) or _cell(c.missing)
+            repeats = ("" if not resamples else f" {c.repeats:.2f} |" if c.repeats is not None else
+                       " — (times) |" if reads_times(c.check) and not c.missing else " — |")
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
-                         f"{claim_verdict(c)} |")
+                         f"{claim_verdict(c)} |{repeats}")
     lines += _tuning_lines(exp, list(tuning))
     lines += ["", "## Policy configurations", ""]
     seen = set()
