@@ -206,8 +206,9 @@ def test_resampled_verdicts_match_an_exact_enumeration(tmp_path):
 def test_a_full_scale_report_gives_each_claims_repeat_share(tmp_path, capsys):
     # At --scale full a report evaluates every claim again on 400 draws of its seeds (with replacement) and gives the
     # share that read as the claim does. Checked against an exact enumeration of all 4⁴ equally likely draws of the
-    # 4 stored seeds (the claims' own paired_interval on the drawn differences): within 0.075, three standard errors
-    # of a share of 400 draws. A bound true on every seed repeats in all draws; a claim on times is not resampled.
+    # 4 stored seeds (the claims' own paired_interval on the drawn differences; a point comparison that holds on about
+    # half of them): within 0.075, three standard errors of a share of 400 draws. A bound true on every seed repeats
+    # in all draws; a claim on times is not resampled.
     from itertools import product
 
     from nlbandit.experiments.plan import load_experiment
@@ -231,10 +232,19 @@ def test_a_full_scale_report_gives_each_claims_repeat_share(tmp_path, capsys):
     exp = load_experiment(path, "full")
     with Store(db) as store:
         final = {r.run.label: r.final for r in load_rows(exp, store)}
-    diff = final["TS"] - final["U"]
-    draws = [paired_interval(diff[list(rows)]) for rows in product(range(4), repeat=4)]
+    diff, rows = final["TS"] - final["U"], [list(r) for r in product(range(4), repeat=4)]
+    draws = [paired_interval(diff[r]) for r in rows]
     share = {"PASS": np.mean([d.hi < 0 for d in draws]), "FAIL": np.mean([d.hi >= 0 for d in draws])}[
         cells["learns"][0]]  # (upper(...) < 0 compares the interval's upper end: always decided)
     assert abs(float(cells["learns"][1]) - share) <= 0.075, (cells["learns"], share)
+    # a point comparison at the pilot's own mean difference holds on about half the draws: its share, exactly (the
+    # 1e-9 keeps a draw whose mean equals the pilot's off the tie, whatever order each side sums in)
+    mid = float(diff.mean()) + 1e-9
+    check = f"regret('TS') < regret('U') + {mid!r}"
+    path.write_text(path.read_text() + f'\n[[claims]]\nname = "mid"\ntext = "t"\ncheck = "{check}"\n')
+    assert main(["report", str(path), "--scale", "full", "--db", str(db), "--out", str(out)]) == 0
+    row = re.search(r"^\| \*\*mid\*\*:.*\| (PASS|FAIL) \| ([^|]+) \|$", (out / "pilot.md").read_text(), re.M)
+    below = np.mean([diff[r].mean() < mid for r in rows])
+    assert 0.2 < below < 0.8 and abs(float(row.group(2)) - (below if row.group(1) == "PASS" else 1 - below)) <= 0.075
     assert main(argv + ["--scale", "full", "--resample", "0"]) == 0 and "repeats" not in (out / "pilot.md").read_text()
     assert main(argv) == 0 and "repeats" not in (out / "pilot.md").read_text()  # the quick scale: none by default
