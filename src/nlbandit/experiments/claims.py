@@ -616,14 +616,18 @@ def cases_read(check: str) -> set[str]:
             for k in node.keywords if k.arg == "case" and isinstance(k.value, ast.Constant)}
 
 
+def _calls(check: str, functions) -> list[ast.Call]:
+    """The calls in claim ``check`` of a function named in ``functions``."""
+    return [node for node in ast.walk(parse_claim(check))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions]
+
+
 def _runs_read_by(exp, functions) -> set[str]:
     """The run ids that a call of one of ``functions`` (names) in a claim of ``exp`` could read: a label or
     case keyword that is not a literal selects every run it could mean."""
     out: set[str] = set()
     for claim in exp.claims:
-        for node in ast.walk(parse_claim(claim.check)):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions):
-                continue
+        for node in _calls(claim.check, functions):
             first = node.args[0] if node.args else None
             label = first.value if isinstance(first, ast.Constant) else None
             case = {k.arg: k.value.value for k in node.keywords if k.arg and isinstance(k.value, ast.Constant)}
@@ -634,8 +638,7 @@ def _runs_read_by(exp, functions) -> set[str]:
 
 def reads_times(check: str) -> bool:
     """Whether claim ``check`` calls a function that reads a run's measured time (:data:`TIME_FUNCTIONS`)."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TIME_FUNCTIONS
-               for node in ast.walk(parse_claim(check)))
+    return bool(_calls(check, TIME_FUNCTIONS))
 
 
 def phased_runs(exp) -> set[str]:
