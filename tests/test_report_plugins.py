@@ -44,7 +44,8 @@ def test_plugin_names_and_checks_are_validated_at_load(experiment_file, field, v
 
 def test_a_sweeps_regret_curves_are_told_apart_by_colour_and_line_style(monkeypatch, tmp_path):
     """Past ten series the colours of the regret panel repeat: each (colour, line style) pair stays distinct, and a
-    sweep's figure widens for the legend beside its panel."""
+    sweep's panels share one legend, below them: it overlaps no panel, its labels or title (beside the first panel it
+    ran into the second one's axis label)."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -52,13 +53,21 @@ def test_a_sweeps_regret_curves_are_told_apart_by_colour_and_line_style(monkeypa
     from nlbandit.report import build
 
     labels = [f"p{i}" for i in range(15)]
-    exp = SimpleNamespace(env_cases=[()], curves=True, plots=[], labels=labels, ci=0.95, paper="p", name="n",
+    cases = [(("d", 5),), (("d", 10),)]
+    exp = SimpleNamespace(env_cases=cases, curves=True, plots=[], labels=labels, ci=0.95, paper="p", name="n",
                           scale="quick", n_seeds=2, title="t", loop="bandit", runs=[])
     stored = SimpleNamespace(rounds=np.arange(1, 4), cum_regret=np.ones((2, 3)))
-    rows = [SimpleNamespace(run=SimpleNamespace(case=(), label=label), stored=stored) for label in labels]
+    rows = [SimpleNamespace(run=SimpleNamespace(case=case, label=label), stored=stored)
+            for case in cases for label in labels]
     kept = {}
     monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
     build.plot_regret(exp, rows, tmp_path / "x.png")
-    lines = kept["fig"].axes[0].get_lines()
+    fig = kept["fig"]
+    lines = fig.axes[0].get_lines()
     assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == 15
-    assert kept["fig"].get_figwidth() > 6.4 + 4
+    assert [ax.get_legend() for ax in fig.axes] == [None, None] and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == labels  # each series once, in the file's order
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.legends[0].get_window_extent(renderer)
+    assert all(box.y1 < ax.get_tightbbox(renderer).y0 for ax in fig.axes)

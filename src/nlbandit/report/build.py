@@ -175,7 +175,7 @@ def _save_png(fig, path: Path) -> None:
 
 
 _LEGEND_INSIDE = 12
-"""The most series whose legend a regret panel holds inside it; more go beside the panels, in two columns."""
+"""The most series whose legend a regret panel holds inside it; more share one legend below the panels."""
 
 
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
@@ -191,8 +191,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     panels = len(cases) + len(extra)
     columns = panels if panels <= 4 else 3  # one row, or rows of three panels
     rows_n = -(-panels // columns)
-    many = len(exp.labels) > _LEGEND_INSIDE  # a sweep: its legend beside the panels, which keep their width
-    fig, grid = plt.subplots(rows_n, columns, figsize=(6.4 * columns + 4.5 * many, 4.4 * rows_n), squeeze=False)
+    many = len(exp.labels) > _LEGEND_INSIDE  # a sweep: one legend for all its panels, below them
+    fig, grid = plt.subplots(rows_n, columns, figsize=(6.4 * columns, 4.4 * rows_n), squeeze=False)
     for ax in grid.flat[panels:]:
         ax.set_visible(False)
     axes = [list(grid.flat)]
@@ -213,13 +213,17 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
         ax.grid(alpha=0.3)
         if not many:
             ax.legend(fontsize=8)
-        else:  # many series (a sweep): a two-column legend beside the panel
-            ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for ax, (name, panel) in zip(axes[0][len(cases):], extra):
         panels_of[name].draw(ax, exp, rows, panel)
     bands = f"; bands: {ci_name(exp.ci)} of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.4 * rows_n)))  # room for the title above the top row
+    if many:  # the series of every regret panel, each once, in columns below the panels (the PNG's box grows)
+        handles = {label: handle for ax in axes[0][:len(cases)]
+                   for handle, label in zip(*ax.get_legend_handles_labels())}
+        shown = [label for label in exp.labels if label in handles]
+        fig.legend([handles[label] for label in shown], shown, fontsize=7, ncol=max(1, int(6.4 * columns / 2.6)),
+                   loc="upper center", bbox_to_anchor=(0.5, 0.0))
     _save_png(fig, path)
 
 
