@@ -218,7 +218,7 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     bands = f"; bands: {ci_name(exp.ci)} of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.4 * rows_n)))  # room for the title above the top row
-    if many:  # the series of every regret panel, each once, in columns below the panels (the PNG's box grows)
+    if many and cases:  # the series of every regret panel, each once, in columns below the panels (the PNG's box grows)
         handles = {label: handle for ax in axes[0][:len(cases)]
                    for handle, label in zip(*ax.get_legend_handles_labels())}
         shown = [label for label in exp.labels if label in handles]
