@@ -222,8 +222,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
         handles = {label: handle for ax in axes[0][:len(cases)]
                    for handle, label in zip(*ax.get_legend_handles_labels())}
         shown = [label for label in exp.labels if label in handles]
-        fig.legend([handles[label] for label in shown], shown, fontsize=7, ncol=max(1, int(6.4 * columns / 2.6)),
-                   loc="upper center", bbox_to_anchor=(0.5, 0.0))
+        fig.legend([handles[label] for label in shown], shown, fontsize=7,  # ~2.6 inches per column of labels
+                   ncol=max(1, int(6.4 * columns / 2.6)), loc="upper center", bbox_to_anchor=(0.5, 0.0))
     _save_png(fig, path)
 
 
