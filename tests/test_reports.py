@@ -4,7 +4,8 @@ code: every run code a report states is the code its policy and environment have
 results revalidate --reports``) in the commit that changes the code behind it. The reports the current code has
 not regenerated yet are listed in :data:`STALE`, those written before run lists in :data:`NO_RUN_LIST`; both
 lists may only shrink: a listed report that has become current (or has its run list) fails until it is removed
-from the list."""
+from the list. The table of docs/reproductions/scale.md states each report's minutes, day and verdicts as the
+report does."""
 
 from __future__ import annotations
 
@@ -66,3 +67,51 @@ def test_committed_reports_have_their_run_list(report):
     listed = set(re.findall(r"\(code ([0-9a-f]{16})\)", report.read_text(encoding="utf-8")))
     assert {e["identity"]["code"] for e in entries} == listed, f"{name}: its run list and its codes disagree"
     assert all(len(e["digest"]) == 16 for e in entries)
+
+
+SCALE = ROOT / "docs" / "reproductions" / "scale.md"
+_RESULTS = {"PASS", "FAIL", "INCONCLUSIVE", "NOT CHECKED", "FAIL (expected)"}
+
+
+def _scale_rows() -> list[tuple[str, list[str]]]:
+    """(the report a row of scale.md's table links to, the row's cells)."""
+    rows = []
+    for line in SCALE.read_text(encoding="utf-8").splitlines():
+        link = re.match(r"\| \[[^\]]*\]\(([^)]+\.md)\)", line)
+        if link:
+            rows.append((link.group(1), [c.strip() for c in line.strip().strip("|").split("|")]))
+    return rows
+
+
+def _verdict_counts(report: Path) -> dict[str, int]:
+    """The result column of a report's claims table, counted (an expected failure as "FAIL (expected)")."""
+    counts: dict[str, int] = {}
+    header = None
+    for line in report.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| claim |"):
+            header = [c.strip() for c in line.strip().strip("|").split("|")]
+        elif header and line.startswith("| **"):
+            result = dict(zip(header, (c.strip() for c in line.strip().strip("|").split(" | "))))["result"]
+            key = "FAIL (expected)" if "(expected)" in result else result
+            assert key in _RESULTS, f"{report}: result {result!r}"
+            counts[key] = counts.get(key, 0) + 1
+        elif not line.startswith("|"):
+            header = None
+    return counts
+
+
+def test_scale_table_agrees_with_the_reports():
+    """docs/reproductions/scale.md has one row per committed report, and each row's minutes (the report's "min of
+    simulation"), generation day and verdict counts are the report's own: a regenerated report whose row was not
+    updated fails here."""
+    rows = _scale_rows()
+    assert sorted(link for link, _ in rows) == sorted(f"{r.parent.name}/{r.name}" for r in REPORTS)
+    for link, cells in rows:
+        text = (SCALE.parent / link).read_text(encoding="utf-8")
+        minutes = re.search(r"([0-9.]+) min of simulation", text).group(1)
+        assert cells[4].split()[0] == minutes, f"scale.md, {link}: {cells[4]!r} against the report's {minutes} min"
+        day = re.search(r"on (\d{4}-\d\d-\d\d) with nlbandit", text).group(1)
+        assert cells[5] == day, f"scale.md, {link}: generated {cells[5]!r} against the report's {day}"
+        stated = dict((v, int(n)) for n, v in (re.match(r"(\d+) (.+)", part.strip()).groups()
+                                                for part in cells[6].split(",")))
+        assert stated == _verdict_counts(SCALE.parent / link), f"scale.md, {link}: verdicts {cells[6]!r}"
