@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from nlbandit.core import phases
 from nlbandit.core.phases import PhaseTimer
 from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
@@ -33,6 +36,33 @@ def test_timer_replays_the_engines_rounds():
     for t in (26, 51):
         np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
     assert all(s.select_s > 0 and s.update_s > 0 for s in timer.samples)
+
+
+def test_timer_times_copies_of_a_few_seeds_rows(monkeypatch):
+    # The fixed cost of a call is shared among at least min_batch rows: 3 seeds are timed as 3 copies (9 rows), the
+    # arms still come from the seeds' own 3 rows, and a call's time is divided by its 9 rows.
+    env = make_env("linear", d=3, k=5)
+    policy, params = make_policy("lin-ts", ProblemSpec(3, 5, 60))
+    timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2, min_batch=8)
+    rows = {"act": [], "update": []}
+
+    def spy(name, fn):
+        def call(params, keys, *args):
+            rows[name].append(keys.policy_act.shape[0])
+            return fn(params, keys, *args)
+        return call
+
+    timer._act, timer._update = spy("act", timer._act), spy("update", timer._update)
+    clock = itertools.count()
+    monkeypatch.setattr(phases, "time", SimpleNamespace(perf_counter=lambda: float(next(clock))))  # each call: 1 s
+    chosen = {}
+    res = simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25,
+                   on_chunk=lambda prog: chosen.setdefault(prog.t_done + 1, timer(prog)))
+    for t in (26, 51):
+        np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
+    # per sample: act on the 3 rows (the arms), then 1 + 2 calls on 9 rows each for act and for update
+    assert rows["act"] == [3, 9, 9, 9] * 2 and rows["update"] == [9, 9, 9] * 2
+    assert [(s.select_s, s.update_s) for s in timer.samples] == [(1 / 9, 1 / 9)] * 2
 
 
 PHASED = """
@@ -100,6 +130,25 @@ def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
         assert any("without their phases timed" in m for m in logs)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+
+
+def test_timings_stored_without_their_call_rows_are_taken_again(experiment_file, tmp_path):
+    # A database whose phases table predates call_rows (timed on the part's seeds alone): opening it adds the
+    # column, its timings are neither read nor count as timed, and a claim reading them has the run timed again.
+    exp = load_experiment(experiment_file(PHASED), "full")
+    phe = next(r for r in exp.runs if r.label == "PHE")
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(8,)]  # 2 seeds, 4 copies
+        store.con.execute("ALTER TABLE phases DROP COLUMN call_rows")
+    with Store(tmp_path / "p.duckdb") as store:
+        assert store.con.execute("SELECT count(*) FROM phases WHERE call_rows IS NULL").fetchone() == (10,)
+        assert store.load(phe.series_id, phe.seeds).phases is None
+        assert not store.parts([phe.series_id])[phe.series_id][0].phased
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == 1
+        assert any("without their phases timed" in m for m in logs)
+        assert store.load(phe.series_id, phe.seeds).phases[0].size == 10
 
 
 def test_phase_claims_need_a_loop_with_phases(experiment_file):

@@ -18,8 +18,11 @@ Tables:
   of every round as an integer list.
 * ``curves``: (series_id, seed, metric, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
-* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s) for the parts whose two phases were
-  timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at sampled rounds t.
+* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, call_rows) for the parts whose two phases
+  were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at sampled rounds t,
+  each timed call computing ``call_rows`` rows (the part's seeds, repeated). Timings stored before the rows were
+  (NULL: timed on the part's seeds alone, whose share of a call's fixed cost can stand in for a cheap phase's own)
+  are neither read nor count as timed: a claim that reads them has its run computed and timed again.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
@@ -56,7 +59,8 @@ CREATE TABLE IF NOT EXISTS seeds (
 CREATE TABLE IF NOT EXISTS curves (
     series_id VARCHAR, seed BIGINT, metric VARCHAR, t BIGINT, value DOUBLE);
 CREATE TABLE IF NOT EXISTS phases (
-    series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE);
+    series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE,
+    call_rows INTEGER);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
 """
@@ -207,6 +211,9 @@ _V2_COLUMNS = {
 """The tables of the previous layout (one row per run, keyed by ``run_id``, seeds numbered from 0), which
 :meth:`Store._migrate_v2` converts."""
 
+_PHASES_UNCOUNTED = ["series_id", "part_first", "part_seeds", "t", "select_s", "update_s"]
+"""The columns of the ``phases`` table before it counted the rows of a timed call, which opening adds."""
+
 _DROP_EMPTY_PARTS = """
 DELETE FROM parts WHERE NOT EXISTS (SELECT 1 FROM seeds s WHERE s.series_id = parts.series_id
     AND s.part_first = parts.first_seed AND s.part_seeds = parts.n_seeds);
@@ -243,6 +250,8 @@ class Store:
             found = _columns(self.con)
             if {t: [c for c, _ in found.get(t, [])] for t in _V2_COLUMNS} == _V2_COLUMNS and "series" not in found:
                 self._migrate_v2()
+            elif [c for c, _ in found.get("phases", [])] == _PHASES_UNCOUNTED:
+                self.con.execute("ALTER TABLE phases ADD COLUMN call_rows INTEGER")  # NULL: not read (module doc)
             self._check_schema()
             self.con.execute(_SCHEMA)
         except BaseException:
@@ -304,7 +313,7 @@ class Store:
                 FROM curves_v2 c JOIN runmap m USING (run_id) JOIN seeds s ON s.series_id = m.series_id
                     AND s.seed = m.first_seed + c.seed AND s.part_first = m.first_seed AND s.part_seeds = m.n_seeds""")
             con.execute("""
-                INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s
+                INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s, NULL
                 FROM phases_v2 p JOIN runmap m USING (run_id)""")
             con.execute(_DROP_EMPTY_PARTS)
             for table in ("runs", "arms", "curves_v2", "phases_v2", "runmap"):
@@ -338,7 +347,7 @@ class Store:
         rows = self.con.execute("""
             SELECT p.series_id, p.first_seed, p.n_seeds, list(s.seed ORDER BY s.seed), p.batch_size,
                 EXISTS (SELECT 1 FROM phases ph WHERE ph.series_id = p.series_id AND ph.part_first = p.first_seed
-                        AND ph.part_seeds = p.n_seeds)
+                        AND ph.part_seeds = p.n_seeds AND ph.call_rows IS NOT NULL)
             FROM parts p JOIN seeds s ON s.series_id = p.series_id AND s.part_first = p.first_seed
                 AND s.part_seeds = p.n_seeds
             WHERE list_contains(?, p.series_id)
@@ -409,15 +418,15 @@ class Store:
             con.execute(_DROP_EMPTY_PARTS)
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
-    def save_phases(self, series_id: str, seeds: range, samples) -> None:
+    def save_phases(self, series_id: str, seeds: range, samples, call_rows: int) -> None:
         """Replace the phase timings of the stored part of ``series_id`` computed on ``seeds`` (``samples``:
-        (t, select seconds, update seconds) per seed, :class:`~nlbandit.core.phases.PhaseSample`), in one
-        transaction."""
+        (t, select seconds, update seconds) per seed, :class:`~nlbandit.core.phases.PhaseSample`, each from calls
+        on ``call_rows`` rows), in one transaction."""
         part = [series_id, seeds.start, len(seeds)]
         with self._transaction() as con:
             con.execute("DELETE FROM phases WHERE series_id = ? AND part_first = ? AND part_seeds = ?", part)
-            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?)",
-                            [[*part, int(t), float(a), float(b)] for t, a, b in samples])
+            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [[*part, int(t), float(a), float(b), int(call_rows)] for t, a, b in samples])
 
     def load(self, series_id: str, seeds: Iterable[int], with_arms: bool = False) -> StoredRun:
         """Read ``seeds`` of a stored series back (``KeyError`` naming the series if one of them is not stored;
@@ -458,8 +467,8 @@ class Store:
                 arms.setdefault(i, []).append(a)
         phases: dict[tuple[str, int, int], list] = {}
         for series_id, first, size, t, select_s, update_s in con.execute(
-                "SELECT series_id, part_first, part_seeds, t, select_s, update_s FROM phases"
-                " WHERE list_contains(?, series_id) ORDER BY series_id, part_first, part_seeds, t", [ids]).fetchall():
+                "SELECT series_id, part_first, part_seeds, t, select_s, update_s FROM phases WHERE list_contains(?, "
+                "series_id) AND call_rows IS NOT NULL ORDER BY series_id, part_first, part_seeds, t", [ids]).fetchall():
             phases.setdefault((series_id, first, size), []).append((t, select_s, update_s))
         out = []
         for i, (series_id, seeds) in enumerate(requests):

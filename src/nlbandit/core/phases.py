@@ -7,8 +7,13 @@ not counted in the run's), it builds round t + 1's inputs as the engine would (t
 feedback), then times the policy's jitted ``act`` alone and its jitted ``update`` alone, vectorised over the
 seeds like the engine, each the median of ``repeats`` calls after a first (compiling) one. The environment's
 ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the fixed cost of
-dispatching a jitted function (tens of µs here, shared among the seeds of the call), so a cheap phase
-timed on few seeds reads high: time enough seeds per call (Fig. 1f's quick scale times 8).
+dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine, running
+whole chunks in one program, does not pay per round: so a run's states are repeated to at least ``min_batch``
+rows for the timed calls (a run of 2 seeds is timed on 4 copies of its 2 states), and a phase's time per seed is
+the call's time over its rows. Measured on the states of Sun et al.'s Fig. 1f at t = 1001 and 2001 (2 seeds, one
+core, 2026-11-28), µs per seed for a call of 2, 8 and 16 rows: Neural-ES's selection 23-26, 7.8-8.8, 5.7-5.9 (a
+call of 50, 66 and 93 µs: ~40 µs of it fixed), NeuralUCB's 71-118, 55-61, 41; so on the run's own 2 rows the fixed
+cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×.
 
 A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
 such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
@@ -31,6 +36,15 @@ from nlbandit.core.params import as_params
 from nlbandit.core.types import Env, Policy, to_dtype
 
 
+MIN_BATCH = 8
+"""The fewest rows a timed call computes: a run's seeds' rows are repeated, in whole copies, up to at least this."""
+
+
+def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:
+    """The rows of a timed call for a run of ``n_seeds`` seeds: whole copies of them, at least ``min_batch``."""
+    return n_seeds * -(-min_batch // n_seeds)
+
+
 class PhaseSample(NamedTuple):
     """One timed round: ``t`` (1-based), and the seconds per seed of ``act`` and of ``update``."""
 
@@ -44,14 +58,18 @@ class PhaseTimer:
     (not a grid: the run a timing belongs to is computed alone).
 
     Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation; :attr:`samples`
-    collects a :class:`PhaseSample` per call made before the horizon (round t + 1 must exist).
+    collects a :class:`PhaseSample` per call made before the horizon (round t + 1 must exist); :attr:`rows` is the
+    number of rows of every timed call (:func:`timed_rows`).
     """
 
-    def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5):
+    def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5,
+                 min_batch: int = MIN_BATCH):
         self.horizon, self.repeats = horizon, repeats
         self.params = to_dtype(as_params(policy.meta.params_type, params), policy.meta.dtype)
         self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
         self.n_seeds = int(self.keys.policy_act.shape[0])
+        self.rows = timed_rows(self.n_seeds, min_batch)  # of a timed call: whole copies of the seeds' rows
+        self.copies = self.rows // self.n_seeds
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
         self.samples: list[PhaseSample] = []
@@ -76,14 +94,17 @@ class PhaseTimer:
         self._act = jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0, None)))
         self._update = jax.jit(jax.vmap(update, in_axes=(None, 0, 0, 0, 0, 0, None)))
 
-    def _median_seconds(self, fn, *args) -> tuple[float, Any]:
-        out = jax.block_until_ready(fn(*args))  # compiles on the first sample
+    def _seconds_per_row(self, fn, batched: tuple, t: jax.Array) -> float:
+        """The median seconds of ``repeats`` calls ``fn(params, *rows, t)``, ``rows`` being ``self.copies`` copies of
+        the rows of ``batched``, over the rows (after a first call, which compiles on the first sample)."""
+        rows = jax.tree.map(lambda a: jnp.concatenate([a] * self.copies), batched)
+        jax.block_until_ready(fn(self.params, *rows, t))
         times = []
         for _ in range(self.repeats):
             t0 = time.perf_counter()
-            jax.block_until_ready(fn(*args))
+            jax.block_until_ready(fn(self.params, *rows, t))
             times.append(time.perf_counter() - t0)
-        return statistics.median(times), out
+        return statistics.median(times) / self.rows
 
     def __call__(self, progress) -> jax.Array | None:
         """Time round ``progress.t_done + 1`` on the states after ``progress.t_done`` rounds; return the arms
@@ -94,8 +115,9 @@ class PhaseTimer:
         states = jax.tree.unflatten(self.treedef, [jnp.asarray(a) for a in progress.policy_state])
         tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
         seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
-        select_s, arms = self._median_seconds(self._act, self.params, self.keys, states, seen, mask, tt)
+        arms = self._act(self.params, self.keys, states, seen, mask, tt)
+        select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        update_s, _ = self._median_seconds(self._update, self.params, self.keys, states, seen, arms, feedback, tt)
-        self.samples.append(PhaseSample(t, select_s / self.n_seeds, update_s / self.n_seeds))
+        update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt)
+        self.samples.append(PhaseSample(t, select_s, update_s))
         return arms

@@ -236,7 +236,7 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
 
     LOOPS[exp.loop].run_batch(exp, store, batch, tag, progress=progress, log=log, on_checkpoint=timed_checkpoint,
                               chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
-    store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples)
+    store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples, timer.rows)
     select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
     log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
         "per seed-round")

@@ -18,6 +18,7 @@ from scipy import stats
 
 from nlbandit import __version__, machine
 from nlbandit.atomic import write_bytes
+from nlbandit.core.phases import timed_rows
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values, reads_times,
                                          run_selector, traced_text)
 from nlbandit.experiments.power import verdict_rates
@@ -269,8 +270,11 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     plot_phases(exp, timed, png)
     lines = ["", "## Select and update time", "",
              f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
-             f"`update` were timed apart on the run's own states (all {exp.n_seeds} seeds vectorised, median of 5 "
-             "calls; `nlbandit.core.phases`). Times are per seed-round, averaged over the sampled rounds; seconds "
+             f"`update` were timed apart on the run's own states (its {exp.n_seeds} seeds vectorised and repeated to "
+             f"{timed_rows(exp.n_seeds)} rows per call, so that a call's fixed cost of dispatch, which the engine's "
+             "compiled chunks of rounds do not pay per round, weighs little; the median of 5 calls over its rows; "
+             "`nlbandit.core.phases`). "
+             "Times are per seed-round, averaged over the sampled rounds; seconds "
              "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
              "first.", "", f"![select and update time]({png.name})", "",
              "| policy | case | sampled rounds | select µs / seed-round | update µs / seed-round | select s / run | "
