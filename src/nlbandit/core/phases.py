@@ -69,7 +69,6 @@ class PhaseTimer:
         self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
         self.n_seeds = int(self.keys.policy_act.shape[0])
         self.rows = timed_rows(self.n_seeds, min_batch)  # of a timed call: whole copies of the seeds' rows
-        self.copies = self.rows // self.n_seeds
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
         self.samples: list[PhaseSample] = []
@@ -95,9 +94,9 @@ class PhaseTimer:
         self._update = jax.jit(jax.vmap(update, in_axes=(None, 0, 0, 0, 0, 0, None)))
 
     def _seconds_per_row(self, fn, batched: tuple, t: jax.Array) -> float:
-        """The median seconds of ``repeats`` calls ``fn(params, *rows, t)``, ``rows`` being ``self.copies`` copies of
-        the rows of ``batched``, over the rows (after a first call, which compiles on the first sample)."""
-        rows = jax.tree.map(lambda a: jnp.concatenate([a] * self.copies), batched)
+        """The median seconds of ``repeats`` calls ``fn(params, *rows, t)``, ``rows`` being the rows of ``batched``
+        repeated to :attr:`rows`, over those rows (after a first call, which compiles on the first sample)."""
+        rows = jax.tree.map(lambda a: jnp.concatenate([a] * (self.rows // self.n_seeds)), batched)
         jax.block_until_ready(fn(self.params, *rows, t))
         times = []
         for _ in range(self.repeats):
