@@ -113,13 +113,41 @@ def test_scale_table_agrees_with_the_reports():
     assert sorted(link for link, _ in rows) == sorted(f"{r.parent.name}/{r.name}" for r in REPORTS)
     for link, cells in rows:
         text = (SCALE.parent / link).read_text(encoding="utf-8")
-        minutes = re.search(r"([0-9.]+) min of simulation", text).group(1)
+        minutes = re.search(r"\); ([0-9.]+) min of simulation \(compile", text).group(1)
         assert cells[4].split()[0] == minutes, f"scale.md, {link}: {cells[4]!r} against the report's {minutes} min"
         day = _generated_day(SCALE.parent / link)
         assert cells[5] == day, f"scale.md, {link}: generated {cells[5]!r} against the report's {day}"
         stated = dict((v, int(n)) for n, v in (re.match(r"(\d+) (.+)", part.strip()).groups()
                                                 for part in cells[6].split(",")))
         assert stated == _verdict_counts(SCALE.parent / link), f"scale.md, {link}: verdicts {cells[6]!r}"
+
+
+def _count(text: str) -> int:
+    """An integer as scale.md writes it: ``5,644``, ``10000`` or ``10⁴``."""
+    base, _, power = text.partition("10")
+    return 10 ** "⁰¹²³⁴⁵⁶⁷⁸⁹".index(power) if not base and len(power) == 1 and power in "⁰¹²³⁴⁵⁶⁷⁸⁹" \
+        else int(text.replace(",", ""))
+
+
+def test_scale_estimates_follow_their_formula():
+    """Each estimate in scale.md's last column is the row's measured minutes × (paper seeds / our seeds) × (paper
+    rounds / our rounds), the paper's from the row's *paper's scale* cell and ours from the report's Scale line, to
+    one decimal: an estimate left behind when its row's minutes or seeds changed fails here."""
+    estimates = 0
+    for link, cells in _scale_rows():
+        estimate = re.match(r"est\. ≥? ?([\d,.]+) min", cells[7])
+        if not estimate:
+            continue
+        estimates += 1
+        paper_seeds = re.search(r"([\d,]+) (?:repetitions|reps|instances)", cells[1])
+        paper_rounds = re.findall(r"(?:T = |× (?:n = )?)(10[⁰-⁹]|[\d,]+)", cells[1])
+        assert paper_seeds and paper_rounds, f"scale.md, {link}: no seeds × rounds in {cells[1]!r}"
+        ours = re.search(r"horizon T = (\d+), (\d+) seeds", (SCALE.parent / link).read_text(encoding="utf-8"))
+        expected = (float(cells[4].split()[0]) * _count(paper_seeds.group(1)) / int(ours.group(2))
+                    * _count(paper_rounds[-1]) / int(ours.group(1)))
+        assert float(estimate.group(1).replace(",", "")) == pytest.approx(expected, abs=0.051), \
+            f"scale.md, {link}: {cells[7]!r} against {expected:.1f} min"
+    assert estimates >= 6
 
 
 INDEX = ROOT / "docs" / "reproductions" / "README.md"
