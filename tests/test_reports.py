@@ -122,11 +122,14 @@ def test_scale_table_agrees_with_the_reports():
         assert stated == _verdict_counts(SCALE.parent / link), f"scale.md, {link}: verdicts {cells[6]!r}"
 
 
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+
+
 def _count(text: str) -> int:
     """An integer as scale.md writes it: ``5,644``, ``10000`` or ``10⁴``."""
-    base, _, power = text.partition("10")
-    return 10 ** "⁰¹²³⁴⁵⁶⁷⁸⁹".index(power) if not base and len(power) == 1 and power in "⁰¹²³⁴⁵⁶⁷⁸⁹" \
-        else int(text.replace(",", ""))
+    if text[:2] == "10" and text[2:] and text[2:] in _SUPERSCRIPTS:
+        return 10 ** _SUPERSCRIPTS.index(text[2:])
+    return int(text.replace(",", ""))
 
 
 def test_scale_estimates_follow_their_formula():
@@ -140,7 +143,7 @@ def test_scale_estimates_follow_their_formula():
             continue
         estimates += 1
         paper_seeds = re.search(r"([\d,]+) (?:repetitions|reps|instances)", cells[1])
-        paper_rounds = re.findall(r"(?:T = |× (?:n = )?)(10[⁰-⁹]|[\d,]+)", cells[1])
+        paper_rounds = re.findall(r"(?:T = |× (?:n = )?)(10[⁰¹²³⁴⁵⁶⁷⁸⁹]|[\d,]+)", cells[1])
         assert paper_seeds and paper_rounds, f"scale.md, {link}: no seeds × rounds in {cells[1]!r}"
         ours = re.search(r"horizon T = (\d+), (\d+) seeds", (SCALE.parent / link).read_text(encoding="utf-8"))
         expected = (float(cells[4].split()[0]) * _count(paper_seeds.group(1)) / int(ours.group(2))
