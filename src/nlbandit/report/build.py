@@ -308,8 +308,10 @@ def _of_full(exp: Experiment) -> str:
 
 
 def _sim_minutes(rows: list[Row]) -> float:
-    """Minutes of compile and run time behind ``rows``, a batch's time counted once."""
-    return sum((r.stored.compile_s + r.stored.run_s) / r.stored.batch_size for r in rows) / 60
+    """Minutes of compile and run time behind ``rows``: a batch's time counted once, and a run that several rows
+    show (one configuration under several labels) once."""
+    runs = {r.run.run_id: r.stored for r in rows}
+    return sum((s.compile_s + s.run_s) / s.batch_size for s in runs.values()) / 60
 
 
 def _diagnostic_lines(exp: Experiment) -> list[str]:
