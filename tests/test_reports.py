@@ -4,8 +4,9 @@ code: every run code a report states is the code its policy and environment have
 results revalidate --reports``) in the commit that changes the code behind it. The reports the current code has
 not regenerated yet are listed in :data:`STALE`, those written before run lists in :data:`NO_RUN_LIST`; both
 lists may only shrink: a listed report that has become current (or has its run list) fails until it is removed
-from the list. The table of docs/reproductions/scale.md states each report's minutes, day and verdicts as the
-report does, and the index of docs/reproductions/README.md its day."""
+from the list. A report's description, claim texts and checks are its experiment file's, and its minutes of
+simulation its results table's. The table of docs/reproductions/scale.md states each report's minutes, day and
+verdicts as the report does, and the index of docs/reproductions/README.md its day."""
 
 from __future__ import annotations
 
