@@ -173,5 +173,70 @@ def test_phase_claims_need_a_loop_with_phases(experiment_file):
     text = "x"
     check = "select_time('FTRL') > 0"
     """
-    with pytest.raises(ConfigError, match="select_time/update_time claims need a loop"):
+    with pytest.raises(ConfigError, match="select_time/update_time/phase_diff claims need a loop"):
         load_experiment(experiment_file(text), "full")
+
+
+PAIR = (PHASED.replace("select_time('PHE') > 0 and update_time('PHE') > 0 and runtime('UCB') > 0",
+                       "phase_diff('PHE', 'UCB', spread=0.1) < 1e9")
+        .replace("seeds = 2", "seeds = 2\nphase_rows = 6"))
+
+
+def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_paired(experiment_file, tmp_path):
+    # phase_diff('PHE', 'UCB') has both runs timed apart, each call on phase_rows = 6 rows (2 seeds, 3 copies);
+    # its interval is the Student-t one of the per-round differences of select + update, widened by spread times
+    # the mean of the two runs' costs; asking for other rows times both again.
+    from scipy import stats
+
+    exp = load_experiment(experiment_file(PAIR), "full")
+    assert exp.phase_rows == 6 and phased_runs(exp) == timed_runs(exp) == {r.run_id for r in exp.runs}
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(6,)]
+        own = {}
+        for run in exp.runs:
+            t, select, update = store.load(run.series_id, run.seeds).phases
+            own[run.label] = (t, 1e6 * (np.asarray(select, np.float64) + np.asarray(update, np.float64)))
+        np.testing.assert_array_equal(own["PHE"][0], own["UCB"][0])
+        diff = own["PHE"][1] - own["UCB"][1]
+        half = stats.t.ppf(0.975, diff.size - 1) * diff.std(ddof=1) / np.sqrt(diff.size)
+        widen = 0.1 * (own["PHE"][1].mean() + own["UCB"][1].mean()) / 2
+        (claim,) = check_claims(exp, load_rows(exp, store))
+        assert claim.holds is True
+        (text, mean), = [(k, v) for k, v in claim.values if k.startswith("phase_diff")]
+        assert mean == pytest.approx(diff.mean(), rel=1e-9)
+        lo, hi = (float(x) for x in text.split("[")[1].split("]")[0].split(", "))
+        assert lo == pytest.approx(diff.mean() - half - widen, abs=0.006)  # the text's two decimals
+        assert hi == pytest.approx(diff.mean() + half + widen, abs=0.006)
+        assert f"widened by ±{widen:.2f}" in text
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+        exp.phase_rows = 8
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(8,)]
+
+
+@pytest.mark.parametrize("check, match", [
+    ("phase_diff('A', 'B', spread=1.5) < 0", "spread must be a number in"),
+    ("phase_diff('A', 'C') < 0", "timed at different rounds"),
+    ("phase_diff('A', 'D') < 0", "'D' has no phases timed apart"),
+])
+def test_phase_diff_refuses_what_it_cannot_read(check, match):
+    from nlbandit.core.hyper import ConfigError
+    from nlbandit.experiments.claims import Timing, evaluate_claim
+
+    sampled = {"A": (np.array([2, 4]), np.array([1.0, 2.0])), "B": (np.array([2, 4]), np.array([1.5, 2.5])),
+               "C": (np.array([3, 5]), np.array([1.0, 2.0])), "D": None}
+
+    def curves(label, case, metric="regret"):
+        return np.array([10]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, sampled[label])
+
+    with pytest.raises(ConfigError, match=match):
+        evaluate_claim(check, curves, 10)
+
+
+@pytest.mark.parametrize("value", ["0", "4097", "2.5", '"many"'])
+def test_phase_rows_out_of_its_range_is_refused_naming_the_field(experiment_file, value):
+    from nlbandit.core.hyper import ConfigError
+
+    with pytest.raises(ConfigError, match="phase_rows"):
+        load_experiment(experiment_file(PAIR.replace("phase_rows = 6", f"phase_rows = {value}")), "full")

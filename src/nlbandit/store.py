@@ -88,14 +88,20 @@ def series_of(identity: dict[str, Any]) -> tuple[str, range]:
 @dataclass(frozen=True)
 class Part:
     """A computation that stored seeds of a series: its range (``first_seed``, ``n_seeds``), the seeds it
-    still holds (later computations may have replaced some), the number of runs computed beside it and
-    whether its phases were timed apart."""
+    still holds (later computations may have replaced some), the number of runs computed beside it and, where
+    its phases were timed apart, the rows of each timed call (``phase_rows``; None: not timed apart, or timed
+    before the rows were counted)."""
 
     first_seed: int
     n_seeds: int
     holds: tuple[int, ...]
     batch_size: int
-    phased: bool
+    phase_rows: int | None
+
+    @property
+    def phased(self) -> bool:
+        """Whether its phases were timed apart (and the rows of the timed calls counted)."""
+        return self.phase_rows is not None
 
     def is_whole(self, seeds: range) -> bool:
         """Whether this part was computed on exactly ``seeds`` and still holds them all."""
@@ -346,16 +352,16 @@ class Store:
             return {}
         rows = self.con.execute("""
             SELECT p.series_id, p.first_seed, p.n_seeds, list(s.seed ORDER BY s.seed), p.batch_size,
-                EXISTS (SELECT 1 FROM phases ph WHERE ph.series_id = p.series_id AND ph.part_first = p.first_seed
-                        AND ph.part_seeds = p.n_seeds AND ph.call_rows IS NOT NULL)
+                (SELECT max(ph.call_rows) FROM phases ph WHERE ph.series_id = p.series_id
+                        AND ph.part_first = p.first_seed AND ph.part_seeds = p.n_seeds)
             FROM parts p JOIN seeds s ON s.series_id = p.series_id AND s.part_first = p.first_seed
                 AND s.part_seeds = p.n_seeds
             WHERE list_contains(?, p.series_id)
             GROUP BY p.series_id, p.first_seed, p.n_seeds, p.batch_size ORDER BY p.series_id, p.first_seed""",
                                 [ids]).fetchall()
         out: dict[str, list[Part]] = {}
-        for series_id, first, n, holds, batch_size, phased in rows:
-            out.setdefault(series_id, []).append(Part(first, n, tuple(holds), batch_size, phased))
+        for series_id, first, n, holds, batch_size, phase_rows in rows:
+            out.setdefault(series_id, []).append(Part(first, n, tuple(holds), batch_size, phase_rows))
         return out
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:

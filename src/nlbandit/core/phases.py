@@ -13,7 +13,10 @@ rows for the timed calls (a run of 2 seeds is timed on 4 copies of its 2 states)
 the call's time over its rows. Measured on the states of Sun et al.'s Fig. 1f at t = 1001 and 2001 (2 seeds, one
 core, 2026-11-28), µs per seed for a call of 2, 8 and 16 rows: Neural-ES's selection 23-26, 7.8-8.8, 5.7-5.9 (a
 call of 50, 66 and 93 µs: ~40 µs of it fixed), NeuralUCB's 71-118, 55-61, 41; so on the run's own 2 rows the fixed
-cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×.
+cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×. A policy whose phases
+cost a few µs per seed needs hundreds of rows (an experiment file's ``phase_rows``): on Sun et al.'s Fig. 5
+(mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80 and
+0.3-0.4 on 320.
 
 A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
 such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
@@ -37,7 +40,10 @@ from nlbandit.core.types import Env, Policy, to_dtype
 
 
 MIN_BATCH = 8
-"""The fewest rows a timed call computes: a run's seeds' rows are repeated, in whole copies, up to at least this."""
+"""The fewest rows a timed call computes by default: a run's seeds' rows are repeated, in whole copies, up to at
+least this (an experiment file's ``phase_rows`` sets its own)."""
+MAX_PHASE_ROWS = 4096
+"""The most rows an experiment file may ask a timed call for (``phase_rows``)."""
 
 
 def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:

@@ -24,11 +24,13 @@ from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field
 
 class Timing(NamedTuple):
     """A run's measured times in µs per seed-round: ``run``, the whole round (compilation excluded), and,
-    for a run whose phases were timed apart, ``select`` and ``update`` (means over the sampled rounds)."""
+    for a run whose phases were timed apart, ``select`` and ``update`` (means over the sampled rounds) and
+    ``sampled``: (the sampled rounds, select + update at each)."""
 
     run: float
     select: float | None = None
     update: float | None = None
+    sampled: tuple[np.ndarray, np.ndarray] | None = None
 
 
 Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, Timing]]
@@ -37,7 +39,9 @@ Curves = Callable[[str, dict[str, Any]], tuple[np.ndarray, np.ndarray, Timing]]
 PHASE_FUNCTIONS = {"select_time": "select", "update_time": "update"}
 """The claim functions that read a run's phases, and the :class:`Timing` field each reads."""
 
-TIME_FUNCTIONS = frozenset({"runtime", *PHASE_FUNCTIONS})
+PHASED = frozenset({*PHASE_FUNCTIONS, "phase_diff"})
+"""The claim functions whose runs are timed apart (:func:`phased_runs`)."""
+TIME_FUNCTIONS = frozenset({"runtime", *PHASED})
 """The claim functions that read a run's measured time."""
 
 _THEORY = {"l": (anytime_constant, 2), "basis_regret": (ftrl_basis_regret, 4),
@@ -320,6 +324,14 @@ class _Evaluator:
             raise ConfigError("a paired() interval is not a truth value; compare it with a number")
         raise ConfigError(f"{value!r} is not a truth value; a claim is a comparison such as regret('A') <= 100")
 
+    def _sampled(self, node: ast.Call, label: str, case: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The sampled rounds of run ``label`` (in ``case``) and its select + update µs per seed-round at each."""
+        sampled = self.curves(label, case)[2].sampled
+        if sampled is None:
+            raise ConfigError(f"{ast.unparse(node)}: run {label!r} has no phases timed apart (computed before its "
+                              "experiment asked for them); delete it from the store and run it again")
+        return sampled
+
     def _call(self, node: ast.Call) -> Any:
         name = node.func.id
         args = [self(a) for a in node.args]
@@ -402,6 +414,20 @@ class _Evaluator:
                                   "experiment asked for them); delete it from the store and run it again")
             self.trace.append((ast.unparse(node), float(value)))
             return float(value)
+        if name == "phase_diff" and len(args) == 2 and all(isinstance(a, str) for a in args):
+            spread = _number(kwargs.pop("spread", 0.0), f"{ast.unparse(node)!r}: spread")
+            if not 0.0 <= spread <= 1.0:
+                raise ConfigError(f"{ast.unparse(node)}: spread must be a number in [0, 1], got {spread!r}")
+            (rounds_a, own_a), (rounds_b, own_b) = (self._sampled(node, label, kwargs) for label in args)
+            if not np.array_equal(rounds_a, rounds_b):
+                raise ConfigError(f"{ast.unparse(node)}: the two runs were timed at different rounds ({rounds_a} "
+                                  f"and {rounds_b}); give them the same horizon")
+            value = paired_interval(own_a - own_b)
+            widen = spread * float(own_a.mean() + own_b.mean()) / 2
+            value = Interval(value.mean, value.lo - widen, value.hi + widen)
+            self.trace.append((f"{ast.unparse(node)} = {value.text()}: the 95% CI over {rounds_a.size} sampled rounds"
+                               + (f", widened by ±{widen:.2f}" if spread else ""), value.mean))
+            return value
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
             threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
             rounds, cum, _ = self.curves(args[0], kwargs)
@@ -456,7 +482,7 @@ class _Evaluator:
             f"{ast.unparse(node)}: unknown function; allowed: regret(label), reward(label), paired(a, b), std(label), "
             "se(label), "
             "increment(label, t0, t1), growth(label), stuck(label), runtime(label), select_time(label), "
-            "update_time(label), quantile(label, q), "
+            "update_time(label), phase_diff(a, b), quantile(label, q), "
             "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
             "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
             + "".join(f", {f.usage}" for f in self.functions.values())
@@ -602,7 +628,7 @@ def validate_claim(check: str, exp, where: str) -> None:
             what = "rewards" if metric == "reward" else f"{metric!r} curve"
             raise ConfigError(f"{metric}({label!r}): a {exp.loop} run stores no {what}")
         select(label, case)
-        return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0)
+        return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, (np.arange(1, 3), np.ones(2)))
 
     try:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp), claim_functions(exp.loop))
@@ -628,10 +654,11 @@ def _runs_read_by(exp, functions) -> set[str]:
     out: set[str] = set()
     for claim in exp.claims:
         for node in _calls(claim.check, functions):
-            first = node.args[0] if node.args else None
-            label = first.value if isinstance(first, ast.Constant) else None
-            case = {k.arg: k.value.value for k in node.keywords if k.arg and isinstance(k.value, ast.Constant)}
-            out |= {r.run_id for r in exp.runs if label in (None, r.label)
+            named = node.args[:2 if node.func.id == "phase_diff" else 1] or [None]  # its two labels
+            labels = {a.value if isinstance(a, ast.Constant) else None for a in named}
+            case = {k.arg: k.value.value for k in node.keywords
+                    if k.arg and k.arg != "spread" and isinstance(k.value, ast.Constant)}
+            out |= {r.run_id for r in exp.runs if (None in labels or r.label in labels)
                     and all(dict(r.case).get(k) == v for k, v in case.items())}
     return out
 
@@ -642,14 +669,14 @@ def reads_times(check: str) -> bool:
 
 
 def phased_runs(exp) -> set[str]:
-    """The run ids whose phases a claim of ``exp`` reads (``select_time``, ``update_time``): computed alone
-    with :class:`~nlbandit.core.phases.PhaseTimer`."""
-    return _runs_read_by(exp, PHASE_FUNCTIONS)
+    """The run ids whose phases a claim of ``exp`` reads (``select_time``, ``update_time``, ``phase_diff``):
+    computed alone with :class:`~nlbandit.core.phases.PhaseTimer`."""
+    return _runs_read_by(exp, PHASED)
 
 
 def timed_runs(exp) -> set[str]:
     """The run ids whose measured time a claim of ``exp`` reads (``runtime``, ``select_time``,
-    ``update_time``).
+    ``update_time``, ``phase_diff``).
 
     A run computed side by side with others shares their batch's time, which is the pace of its slowest
     lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone.

@@ -85,6 +85,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         tuning=tunings,
         untuned=bool(spec.tune and spec.tune["untuned"]),
         ci=top["ci"],
+        phase_rows=top["phase_rows"],
         missing=missing,
     )
     for name in exp.plots + exp.diagnostics:
@@ -95,8 +96,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         if not claim.missing:
             validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
-        raise ConfigError(f"{where}: select_time/update_time claims need a loop whose rounds have an act and an "
-                          f"update phase; loop '{exp.loop}' has not")
+        raise ConfigError(f"{where}: select_time/update_time/phase_diff claims need a loop whose rounds have an act "
+                          f"and an update phase; loop '{exp.loop}' has not")
     return exp
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Callable
 
+from nlbandit.core.phases import MIN_BATCH, timed_rows
 from nlbandit.core.simulate import SimProgress
 from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
@@ -115,10 +116,11 @@ class Missing:
 
 
 def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
-            phased: set[str] = frozenset()) -> Missing:
+            phased: set[str] = frozenset(), phase_rows: int = MIN_BATCH) -> Missing:
     """What of ``runs`` (equal ``run_id`` counted once) ``store`` lacks. A run in ``timed`` (by ``run_id``) is
     complete only when one stored part computed exactly its seeds alone, one in ``phased`` when that part has
-    its phases timed apart; it is computed whole otherwise. Any other run lacks only its seeds not stored."""
+    its phases timed apart on the rows ``phase_rows`` asks for (:func:`~nlbandit.core.phases.timed_rows`); it is
+    computed whole otherwise. Any other run lacks only its seeds not stored."""
     unique = list({r.run_id: r for r in runs}.values())
     parts = store.parts(r.series_id for r in unique)
     todo, done, partly, reused, retimed = [], 0, 0, 0, 0
@@ -126,7 +128,8 @@ def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
         held = parts.get(run.series_id, [])
         stored = {s for p in held for s in p.holds}
         if run.run_id in timed or run.run_id in phased:
-            if any(p.is_whole(run.seeds) and p.batch_size == 1 and (p.phased or run.run_id not in phased)
+            rows = timed_rows(run.n_seeds, phase_rows) if run.run_id in phased else None
+            if any(p.is_whole(run.seeds) and p.batch_size == 1 and (rows is None or p.phase_rows == rows)
                    for p in held):
                 done += 1
             else:
@@ -177,7 +180,7 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     tag, log = named(name, log)
     timed, phased = timed_runs(exp), phased_runs(exp)
-    lacking = missing(store, exp.runs, timed, phased)
+    lacking = missing(store, exp.runs, timed, phased, exp.phase_rows)
     for line in lacking.describe(store):
         log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
@@ -227,7 +230,7 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
                    on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
     """Compute a batch of one run with its select and update phases timed apart, and store the timings (the
     ``compute`` of a :class:`~nlbandit.experiments.executors.Job`)."""
-    timer = PHASE_TIMERS[exp.loop](batch[0])
+    timer = PHASE_TIMERS[exp.loop](batch[0], exp.phase_rows)
 
     def timed_checkpoint(prog: SimProgress) -> None:
         timer(prog)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nlbandit.core.hyper import ConfigError, Hyper, resolve
+from nlbandit.core.phases import MAX_PHASE_ROWS, MIN_BATCH
 from nlbandit.experiments.claims import KINDS
 from nlbandit.loops import DEFAULT_LOOP, LOOPS
 
@@ -41,6 +42,9 @@ _TOP = (
           "(omitted: 95% normal intervals)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
     Hyper("loop", DEFAULT_LOOP, "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
+    Hyper("phase_rows", MIN_BATCH, "the fewest rows of a timed call of a run timed apart (select_time, "
+          "update_time and phase_diff claims; its seeds repeated in whole copies, nlbandit.core.phases)", kind=int,
+          low=1, high=MAX_PHASE_ROWS),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")

@@ -74,11 +74,13 @@ class Row:
 
     def timing(self) -> Timing:
         """The run's :class:`~nlbandit.experiments.claims.Timing`: µs per seed-round of the whole round and,
-        when its phases were timed apart, of selection and update (means over the sampled rounds)."""
+        when its phases were timed apart, of selection and update (means over the sampled rounds, and their sum
+        at each)."""
         if self.stored.phases is None:
             return Timing(self.us_per_seed_round())
-        _, select, update = self.stored.phases
-        return Timing(self.us_per_seed_round(), 1e6 * float(np.mean(select)), 1e6 * float(np.mean(update)))
+        rounds, select, update = self.stored.phases
+        return Timing(self.us_per_seed_round(), 1e6 * float(np.mean(select)), 1e6 * float(np.mean(update)),
+                      (np.asarray(rounds), 1e6 * (np.asarray(select) + np.asarray(update))))
 
 
 def load_rows(exp: Experiment, store: Store) -> list[Row]:
@@ -271,8 +273,9 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     lines = ["", "## Select and update time", "",
              f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
              f"`update` were timed apart on the run's own states (its {exp.n_seeds} seeds vectorised and repeated to "
-             f"{timed_rows(exp.n_seeds)} rows per call, so that a call's fixed cost of dispatch, which the engine's "
-             "compiled chunks of rounds do not pay per round, weighs little; the median of 5 calls over its rows; "
+             f"{timed_rows(exp.n_seeds, exp.phase_rows)} rows per call, so that a call's fixed cost of dispatch, "
+             "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
+             "calls over its rows; "
              "`nlbandit.core.phases`). "
              "Times are per seed-round, averaged over the sampled rounds; seconds "
              "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
