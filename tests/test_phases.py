@@ -99,7 +99,8 @@ def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, 
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append, executor=executor) == len(exp.runs)
         parts = store.parts(r.series_id for r in exp.runs)
-        assert {r.run_id for r in exp.runs if any(p.phased for p in parts[r.series_id])} == {phe.run_id}
+        assert {r.run_id for r in exp.runs
+                if any(p.phase_rows is not None for p in parts[r.series_id])} == {phe.run_id}
         stored = store.load(phe.series_id, phe.seeds)
         t, select, update = stored.phases
         # PHASE_SAMPLES rounds, evenly spaced: chunks of ⌈120/11⌉ = 11 rounds.
@@ -124,7 +125,7 @@ def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_
     exp.claims[:] = []
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
-        assert not any(p.phased for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
+        assert all(p.phase_rows is None for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
         exp.claims[:] = claims
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
@@ -144,7 +145,7 @@ def test_timings_stored_without_their_call_rows_are_taken_again(experiment_file,
     with Store(tmp_path / "p.duckdb") as store:
         assert store.con.execute("SELECT count(*) FROM phases WHERE call_rows IS NULL").fetchone() == (10,)
         assert store.load(phe.series_id, phe.seeds).phases is None
-        assert not store.parts([phe.series_id])[phe.series_id][0].phased
+        assert store.parts([phe.series_id])[phe.series_id][0].phase_rows is None
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
         assert any("without their phases timed" in m for m in logs)

@@ -196,6 +196,6 @@ def test_a_database_of_the_previous_layout_is_converted_and_its_runs_reused(tmp_
         # The phase timings are kept, without the rows of their timed calls: neither read nor counted as timed.
         assert store.con.execute("SELECT series_id, t, call_rows FROM phases ORDER BY series_id, t").fetchall() \
             == sorted([(ucb.series_id, 5, None), (ts.series_id, 5, None), (ts.series_id, 9, None)])
-        assert not any(p.phased for p in parts) and store.load(ts.series_id, ts.seeds).phases is None
+        assert all(p.phase_rows is None for p in parts) and store.load(ts.series_id, ts.seeds).phases is None
     with Store(path) as store:  # opened again: nothing left to convert
         assert missing(store, four.runs).todo == []

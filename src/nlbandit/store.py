@@ -98,11 +98,6 @@ class Part:
     batch_size: int
     phase_rows: int | None
 
-    @property
-    def phased(self) -> bool:
-        """Whether its phases were timed apart (and the rows of the timed calls counted)."""
-        return self.phase_rows is not None
-
     def is_whole(self, seeds: range) -> bool:
         """Whether this part was computed on exactly ``seeds`` and still holds them all."""
         return (self.first_seed, self.n_seeds) == (seeds.start, len(seeds)) and len(self.holds) == len(seeds)

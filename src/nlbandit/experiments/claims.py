@@ -324,13 +324,14 @@ class _Evaluator:
             raise ConfigError("a paired() interval is not a truth value; compare it with a number")
         raise ConfigError(f"{value!r} is not a truth value; a claim is a comparison such as regret('A') <= 100")
 
-    def _sampled(self, node: ast.Call, label: str, case: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-        """The sampled rounds of run ``label`` (in ``case``) and its select + update µs per seed-round at each."""
-        sampled = self.curves(label, case)[2].sampled
-        if sampled is None:
+    def _phases(self, node: ast.Call, label: str, case: dict[str, Any]) -> Timing:
+        """The :class:`Timing` of run ``label`` (in ``case``), whose phases a claim reads; a ConfigError when they
+        were not timed apart."""
+        timing = self.curves(label, case)[2]
+        if timing.sampled is None:
             raise ConfigError(f"{ast.unparse(node)}: run {label!r} has no phases timed apart (computed before its "
                               "experiment asked for them); delete it from the store and run it again")
-        return sampled
+        return timing
 
     def _call(self, node: ast.Call) -> Any:
         name = node.func.id
@@ -408,17 +409,14 @@ class _Evaluator:
             self.trace.append((ast.unparse(node), value))
             return value
         if name in PHASE_FUNCTIONS and len(args) == 1 and isinstance(args[0], str):
-            value = getattr(self.curves(args[0], kwargs)[2], PHASE_FUNCTIONS[name])
-            if value is None:
-                raise ConfigError(f"{ast.unparse(node)}: the run has no phases timed apart (computed before its "
-                                  "experiment asked for them); delete it from the store and run it again")
+            value = getattr(self._phases(node, args[0], kwargs), PHASE_FUNCTIONS[name])
             self.trace.append((ast.unparse(node), float(value)))
             return float(value)
         if name == "phase_diff" and len(args) == 2 and all(isinstance(a, str) for a in args):
             spread = _number(kwargs.pop("spread", 0.0), f"{ast.unparse(node)!r}: spread")
             if not 0.0 <= spread <= 1.0:
                 raise ConfigError(f"{ast.unparse(node)}: spread must be a number in [0, 1], got {spread!r}")
-            (rounds_a, own_a), (rounds_b, own_b) = (self._sampled(node, label, kwargs) for label in args)
+            (rounds_a, own_a), (rounds_b, own_b) = (self._phases(node, label, kwargs).sampled for label in args)
             if not np.array_equal(rounds_a, rounds_b):
                 raise ConfigError(f"{ast.unparse(node)}: the two runs were timed at different rounds ({rounds_a} "
                                   f"and {rounds_b}); give them the same horizon")
