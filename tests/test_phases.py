@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nlbandit.core import phases
-from nlbandit.core.phases import PhaseTimer
+from nlbandit.core.phases import PhaseRows, PhaseTimer
 from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
@@ -39,11 +39,13 @@ def test_timer_replays_the_engines_rounds():
 
 
 def test_timer_times_copies_of_a_few_seeds_rows(monkeypatch):
-    # The fixed cost of a call is shared among at least min_batch rows: 3 seeds are timed as 3 copies (9 rows), the
-    # arms still come from the seeds' own 3 rows, and a call's time is divided by its 9 rows.
+    # The fixed cost of a call is shared among at least min_rows rows per phase: 3 seeds are timed as 4 copies (12
+    # rows) for act and 2 (6 rows) for update, the arms still come from the seeds' own 3 rows, and a call's time is
+    # divided by its rows.
     env = make_env("linear", d=3, k=5)
     policy, params = make_policy("lin-ts", ProblemSpec(3, 5, 60))
-    timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2, min_batch=8)
+    timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2, min_rows=PhaseRows(select=12, update=4))
+    assert timer.rows == (12, 6)
     rows = {"act": [], "update": []}
 
     def spy(name, fn):
@@ -60,9 +62,9 @@ def test_timer_times_copies_of_a_few_seeds_rows(monkeypatch):
                    on_chunk=lambda prog: chosen.setdefault(prog.t_done + 1, timer(prog)))
     for t in (26, 51):
         np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
-    # per sample: act on the 3 rows (the arms), then 1 + 2 calls on 9 rows each for act and for update
-    assert rows["act"] == [3, 9, 9, 9] * 2 and rows["update"] == [9, 9, 9] * 2
-    assert [(s.select_s, s.update_s) for s in timer.samples] == [(1 / 9, 1 / 9)] * 2
+    # per sample: act on the 3 rows (the arms), then 1 + 2 calls on 12 rows for act and on 6 for update
+    assert rows["act"] == [3, 12, 12, 12] * 2 and rows["update"] == [6, 6, 6] * 2
+    assert [(s.select_s, s.update_s) for s in timer.samples] == [(1 / 12, 1 / 6)] * 2
 
 
 PHASED = """
@@ -133,23 +135,46 @@ def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
 
 
+ROWS = "SELECT DISTINCT select_rows, update_rows FROM phases"
+
+
 def test_timings_stored_without_their_call_rows_are_taken_again(experiment_file, tmp_path):
-    # A database whose phases table predates call_rows (timed on the part's seeds alone): opening it adds the
-    # column, its timings are neither read nor count as timed, and a claim reading them has the run timed again.
+    # A database whose phases table predates the rows of a call (timed on the part's seeds alone): opening it adds
+    # the columns, its timings are neither read nor count as timed, and a claim reading them has the run timed again.
     exp = load_experiment(experiment_file(PHASED), "full")
     phe = next(r for r in exp.runs if r.label == "PHE")
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
-        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(8,)]  # 2 seeds, 4 copies
-        store.con.execute("ALTER TABLE phases DROP COLUMN call_rows")
+        assert store.con.execute(ROWS).fetchall() == [(8, 8)]  # 2 seeds, 4 copies
+        store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
+        store.con.execute("ALTER TABLE phases DROP COLUMN update_rows")
     with Store(tmp_path / "p.duckdb") as store:
-        assert store.con.execute("SELECT count(*) FROM phases WHERE call_rows IS NULL").fetchone() == (10,)
+        assert store.con.execute("SELECT count(*) FROM phases WHERE select_rows IS NULL AND update_rows IS NULL"
+                                 ).fetchone() == (10,)
         assert store.load(phe.series_id, phe.seeds).phases is None
         assert store.parts([phe.series_id])[phe.series_id][0].phase_rows is None
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
         assert any("without their phases timed" in m for m in logs)
         assert store.load(phe.series_id, phe.seeds).phases[0].size == 10
+
+
+def test_timings_stored_with_one_count_of_rows_are_read_as_both_phases(experiment_file, tmp_path):
+    # A database whose phases table counted one call_rows for both phases: opening it splits the count into the
+    # selection's and the update's rows, and the timings are read and count as timed on those rows.
+    exp = load_experiment(experiment_file(PHASED), "full")
+    phe = next(r for r in exp.runs if r.label == "PHE")
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        before = store.load(phe.series_id, phe.seeds).phases
+        store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
+        store.con.execute("ALTER TABLE phases RENAME COLUMN update_rows TO call_rows")
+    with Store(tmp_path / "p.duckdb") as store:
+        assert store.con.execute(ROWS).fetchall() == [(8, 8)]
+        assert store.parts([phe.series_id])[phe.series_id][0].phase_rows == (8, 8)
+        for a, b in zip(store.load(phe.series_id, phe.seeds).phases, before):
+            np.testing.assert_array_equal(a, b)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
 
 
 def test_phase_claims_need_a_loop_with_phases(experiment_file):
@@ -190,10 +215,10 @@ def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_pai
     from scipy import stats
 
     exp = load_experiment(experiment_file(PAIR), "full")
-    assert exp.phase_rows == 6 and phased_runs(exp) == timed_runs(exp) == {r.run_id for r in exp.runs}
+    assert exp.phase_rows == (6, 6) and phased_runs(exp) == timed_runs(exp) == {r.run_id for r in exp.runs}
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
-        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(6,)]
+        assert store.con.execute(ROWS).fetchall() == [(6, 6)]
         own = {}
         for run in exp.runs:
             t, select, update = store.load(run.series_id, run.seeds).phases
@@ -211,9 +236,9 @@ def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_pai
         assert hi == pytest.approx(diff.mean() + half + widen, abs=0.006)
         assert f"widened by ±{widen:.2f}" in text
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
-        exp.phase_rows = 8
+        exp.phase_rows = PhaseRows(8, 8)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
-        assert store.con.execute("SELECT DISTINCT call_rows FROM phases").fetchall() == [(8,)]
+        assert store.con.execute(ROWS).fetchall() == [(8, 8)]
 
 
 @pytest.mark.parametrize("check, match", [
@@ -235,9 +260,27 @@ def test_phase_diff_refuses_what_it_cannot_read(check, match):
         evaluate_claim(check, curves, 10)
 
 
+def test_select_rows_times_the_selection_on_its_own_rows(experiment_file, tmp_path):
+    # select_rows = 10 (2 seeds: 5 copies) beside phase_rows = 6 (3 copies): each phase timed and stored on its
+    # rows, the report says both; asking for other selection rows times both runs again.
+    exp = load_experiment(experiment_file(PAIR.replace("phase_rows = 6", "phase_rows = 6\nselect_rows = 9")), "full")
+    assert exp.phase_rows == PhaseRows(select=9, update=6) and exp.phase_rows.of_seeds(2) == (10, 6)
+    with Store(tmp_path / "p.duckdb") as store:
+        logs: list[str] = []
+        run_experiment(exp, store, progress=False, log=logs.append)
+        assert store.con.execute(ROWS).fetchall() == [(10, 6)]
+        assert sum("(calls of 10 and 6 rows)" in m for m in logs) == 2
+        md, _ = write_report(exp, load_rows(exp, store), tmp_path / "out", "test")
+        assert "repeated to 10 rows per call of `act` and 6 per call of `update`" in md.read_text()
+        exp.phase_rows = PhaseRows(select=12, update=6)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert store.con.execute(ROWS).fetchall() == [(12, 6)]
+
+
+@pytest.mark.parametrize("field", ["phase_rows", "select_rows"])
 @pytest.mark.parametrize("value", ["0", "4097", "2.5", '"many"'])
-def test_phase_rows_out_of_its_range_is_refused_naming_the_field(experiment_file, value):
+def test_phase_rows_out_of_its_range_is_refused_naming_the_field(experiment_file, field, value):
     from nlbandit.core.hyper import ConfigError
 
-    with pytest.raises(ConfigError, match="phase_rows"):
-        load_experiment(experiment_file(PAIR.replace("phase_rows = 6", f"phase_rows = {value}")), "full")
+    with pytest.raises(ConfigError, match=field):
+        load_experiment(experiment_file(PAIR.replace("phase_rows = 6", f"{field} = {value}")), "full")

@@ -194,8 +194,9 @@ def test_a_database_of_the_previous_layout_is_converted_and_its_runs_reused(tmp_
         assert [(p.first_seed, p.n_seeds, p.holds) for p in parts] == [(0, 4, (0, 1)), (2, 2, (2, 3))]
         assert store.load(tuning.series_id, tuning.seeds).run_s == pytest.approx(ref["UCB"].run_s)
         # The phase timings are kept, without the rows of their timed calls: neither read nor counted as timed.
-        assert store.con.execute("SELECT series_id, t, call_rows FROM phases ORDER BY series_id, t").fetchall() \
-            == sorted([(ucb.series_id, 5, None), (ts.series_id, 5, None), (ts.series_id, 9, None)])
+        assert store.con.execute("SELECT series_id, t, select_rows, update_rows FROM phases ORDER BY series_id, t"
+                                 ).fetchall() == sorted([(ucb.series_id, 5, None, None), (ts.series_id, 5, None, None),
+                                                         (ts.series_id, 9, None, None)])
         assert all(p.phase_rows is None for p in parts) and store.load(ts.series_id, ts.seeds).phases is None
     with Store(path) as store:  # opened again: nothing left to convert
         assert missing(store, four.runs).todo == []

@@ -8,13 +8,14 @@ feedback), then times the policy's jitted ``act`` alone and its jitted ``update`
 seeds like the engine, each the median of ``repeats`` calls after a first (compiling) one. The environment's
 ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the fixed cost of
 dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine, running
-whole chunks in one program, does not pay per round: so a run's states are repeated to at least ``min_batch``
+whole chunks in one program, does not pay per round: so a run's states are repeated to at least ``min_rows``
 rows for the timed calls (a run of 2 seeds is timed on 4 copies of its 2 states), and a phase's time per seed is
 the call's time over its rows. Measured on the states of Sun et al.'s Fig. 1f at t = 1001 and 2001 (2 seeds, one
 core, 2026-11-28), µs per seed for a call of 2, 8 and 16 rows: Neural-ES's selection 23-26, 7.8-8.8, 5.7-5.9 (a
 call of 50, 66 and 93 µs: ~40 µs of it fixed), NeuralUCB's 71-118, 55-61, 41; so on the run's own 2 rows the fixed
 cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×. A policy whose phases
-cost a few µs per seed needs hundreds of rows (an experiment file's ``phase_rows``): on Sun et al.'s Fig. 5
+cost a few µs per seed needs hundreds of rows (an experiment file's ``phase_rows``, and ``select_rows`` for the
+selection alone: a model update that costs milliseconds per seed needs no more than a few): on Sun et al.'s Fig. 5
 (mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80 and
 0.3-0.4 on 320.
 
@@ -51,6 +52,18 @@ def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:
     return n_seeds * -(-min_batch // n_seeds)
 
 
+class PhaseRows(NamedTuple):
+    """Rows of the timed calls, per phase: ``select`` for ``act``, ``update`` for ``update`` (the fewest asked
+    for, or, from :meth:`of_seeds`, those a run's calls compute)."""
+
+    select: int = MIN_BATCH
+    update: int = MIN_BATCH
+
+    def of_seeds(self, n_seeds: int) -> "PhaseRows":
+        """The rows the timed calls of a run of ``n_seeds`` seeds compute (:func:`timed_rows` per phase)."""
+        return PhaseRows(timed_rows(n_seeds, self.select), timed_rows(n_seeds, self.update))
+
+
 class PhaseSample(NamedTuple):
     """One timed round: ``t`` (1-based), and the seconds per seed of ``act`` and of ``update``."""
 
@@ -65,16 +78,16 @@ class PhaseTimer:
 
     Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation; :attr:`samples`
     collects a :class:`PhaseSample` per call made before the horizon (round t + 1 must exist); :attr:`rows` is the
-    number of rows of every timed call (:func:`timed_rows`).
+    :class:`PhaseRows` its timed calls compute, at least ``min_rows`` per phase.
     """
 
     def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5,
-                 min_batch: int = MIN_BATCH):
+                 min_rows: PhaseRows = PhaseRows()):
         self.horizon, self.repeats = horizon, repeats
         self.params = to_dtype(as_params(policy.meta.params_type, params), policy.meta.dtype)
         self.keys = jax.vmap(seed_keys)(jnp.asarray(np.asarray(list(seeds), np.uint32)))
         self.n_seeds = int(self.keys.policy_act.shape[0])
-        self.rows = timed_rows(self.n_seeds, min_batch)  # of a timed call: whole copies of the seeds' rows
+        self.rows = min_rows.of_seeds(self.n_seeds)  # of a timed call: whole copies of the seeds' rows
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
         self.samples: list[PhaseSample] = []
@@ -99,17 +112,17 @@ class PhaseTimer:
         self._act = jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0, None)))
         self._update = jax.jit(jax.vmap(update, in_axes=(None, 0, 0, 0, 0, 0, None)))
 
-    def _seconds_per_row(self, fn, batched: tuple, t: jax.Array) -> float:
+    def _seconds_per_row(self, fn, batched: tuple, t: jax.Array, n_rows: int) -> float:
         """The median seconds of ``repeats`` calls ``fn(params, *rows, t)``, ``rows`` being the rows of ``batched``
-        repeated to :attr:`rows`, over those rows (after a first call, which compiles on the first sample)."""
-        rows = jax.tree.map(lambda a: jnp.concatenate([a] * (self.rows // self.n_seeds)), batched)
+        repeated to ``n_rows``, over those rows (after a first call, which compiles on the first sample)."""
+        rows = jax.tree.map(lambda a: jnp.concatenate([a] * (n_rows // self.n_seeds)), batched)
         jax.block_until_ready(fn(self.params, *rows, t))
         times = []
         for _ in range(self.repeats):
             t0 = time.perf_counter()
             jax.block_until_ready(fn(self.params, *rows, t))
             times.append(time.perf_counter() - t0)
-        return statistics.median(times) / self.rows
+        return statistics.median(times) / n_rows
 
     def __call__(self, progress) -> jax.Array | None:
         """Time round ``progress.t_done + 1`` on the states after ``progress.t_done`` rounds; return the arms
@@ -121,8 +134,9 @@ class PhaseTimer:
         tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
         seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
         arms = self._act(self.params, self.keys, states, seen, mask, tt)
-        select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt)
+        select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt, self.rows.select)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt)
+        update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt,
+                                         self.rows.update)
         self.samples.append(PhaseSample(t, select_s, update_s))
         return arms

@@ -15,6 +15,7 @@ from typing import Any
 from nlbandit.compile_flags import identity_flags
 from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.memory import check_memory
+from nlbandit.core.phases import PhaseRows
 from nlbandit.data.cache import DataError
 from nlbandit.experiments.claims import cases_read, phased_runs, validate_claim
 from nlbandit.experiments.schema import (
@@ -85,7 +86,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         tuning=tunings,
         untuned=bool(spec.tune and spec.tune["untuned"]),
         ci=top["ci"],
-        phase_rows=top["phase_rows"],
+        phase_rows=PhaseRows(top["select_rows"] or top["phase_rows"], top["phase_rows"]),
         missing=missing,
     )
     for name in exp.plots + exp.diagnostics:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Callable
 
-from nlbandit.core.phases import MIN_BATCH, timed_rows
+from nlbandit.core.phases import PhaseRows
 from nlbandit.core.simulate import SimProgress
 from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
@@ -116,11 +116,11 @@ class Missing:
 
 
 def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
-            phased: set[str] = frozenset(), phase_rows: int = MIN_BATCH) -> Missing:
+            phased: set[str] = frozenset(), phase_rows: PhaseRows = PhaseRows()) -> Missing:
     """What of ``runs`` (equal ``run_id`` counted once) ``store`` lacks. A run in ``timed`` (by ``run_id``) is
     complete only when one stored part computed exactly its seeds alone, one in ``phased`` when that part has
-    its phases timed apart on the rows ``phase_rows`` asks for (:func:`~nlbandit.core.phases.timed_rows`); it is
-    computed whole otherwise. Any other run lacks only its seeds not stored."""
+    its phases timed apart on the rows ``phase_rows`` asks for (:meth:`~nlbandit.core.phases.PhaseRows.of_seeds`);
+    it is computed whole otherwise. Any other run lacks only its seeds not stored."""
     unique = list({r.run_id: r for r in runs}.values())
     parts = store.parts(r.series_id for r in unique)
     todo, done, partly, reused, retimed = [], 0, 0, 0, 0
@@ -128,7 +128,7 @@ def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
         held = parts.get(run.series_id, [])
         stored = {s for p in held for s in p.holds}
         if run.run_id in timed or run.run_id in phased:
-            rows = timed_rows(run.n_seeds, phase_rows) if run.run_id in phased else None
+            rows = phase_rows.of_seeds(run.n_seeds) if run.run_id in phased else None
             if any(p.is_whole(run.seeds) and p.batch_size == 1 and (rows is None or p.phase_rows == rows)
                    for p in held):
                 done += 1
@@ -242,4 +242,4 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
     store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples, timer.rows)
     select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
     log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
-        "per seed-round")
+        f"per seed-round (calls of {timer.rows.select} and {timer.rows.update} rows)")

@@ -45,6 +45,8 @@ _TOP = (
     Hyper("phase_rows", MIN_BATCH, "the fewest rows of a timed call of a run timed apart (select_time, "
           "update_time and phase_diff claims; its seeds repeated in whole copies, nlbandit.core.phases)", kind=int,
           low=1, high=MAX_PHASE_ROWS),
+    Hyper("select_rows", None, "the fewest rows of a timed call of the selection alone (omitted: phase_rows)",
+          kind=int, low=1, high=MAX_PHASE_ROWS, optional=True),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nlbandit.core.phases import MIN_BATCH
+from nlbandit.core.phases import PhaseRows
 from nlbandit.loops import DEFAULT_LOOP, LOOPS
 from nlbandit.provenance import code_hash
 from nlbandit.store import key, series_of
@@ -169,7 +169,7 @@ class Experiment:
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
     diagnostics: tuple[str, ...] = ()
     ci: float | None = None  # the report's interval level (Student t); None: 95% normal intervals
-    phase_rows: int = MIN_BATCH  # the fewest rows of a timed call of a run timed apart (nlbandit.core.phases)
+    phase_rows: PhaseRows = PhaseRows()  # the fewest rows of a timed call per phase (nlbandit.core.phases)
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: tuple = ()  # once ``runs`` holds the chosen runs, the TuningResults they were chosen by
     # (:func:`nlbandit.experiments.tuning.tune_experiment`)

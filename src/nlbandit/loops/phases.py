@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from nlbandit.core.phases import PhaseTimer
+from nlbandit.core.phases import PhaseRows, PhaseTimer
 from nlbandit.loops.bandit import BanditLoop
 
 if TYPE_CHECKING:
@@ -22,17 +22,17 @@ PHASE_SAMPLES = 10
 """Rounds at which a run is timed, evenly spaced: its chunks shrink to ⌈T / (PHASE_SAMPLES + 1)⌉ rounds."""
 
 
-def bandit_timer(run: "RunConfig", min_batch: int) -> PhaseTimer:
-    """The timer of a bandit-loop run, its timed calls on at least ``min_batch`` rows: its environment, policy and
-    traced hyperparameters as the loop builds them (:meth:`~nlbandit.loops.bandit.BanditLoop.build`, a batch of
-    one)."""
+def bandit_timer(run: "RunConfig", min_rows: PhaseRows) -> PhaseTimer:
+    """The timer of a bandit-loop run, its timed calls on at least ``min_rows`` rows per phase: its environment,
+    policy and traced hyperparameters as the loop builds them (:meth:`~nlbandit.loops.bandit.BanditLoop.build`, a
+    batch of one)."""
     env, policy, params, _ = BanditLoop().build([run])
-    return PhaseTimer(env, policy, params, run.seeds, run.horizon, min_batch=min_batch)
+    return PhaseTimer(env, policy, params, run.seeds, run.horizon, min_rows=min_rows)
 
 
-PHASE_TIMERS: dict[str, Callable[["RunConfig", int], PhaseTimer]] = {BanditLoop.name: bandit_timer}
-"""Timer factories by loop name (a run, the fewest rows of a timed call): the loops whose runs can have their phases
-timed apart."""
+PHASE_TIMERS: dict[str, Callable[["RunConfig", PhaseRows], PhaseTimer]] = {BanditLoop.name: bandit_timer}
+"""Timer factories by loop name (a run, the fewest rows of a timed call per phase): the loops whose runs can have
+their phases timed apart."""
 
 
 def phase_chunk_size(chunk_size: int, horizon: int) -> int:

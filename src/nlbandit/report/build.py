@@ -18,7 +18,7 @@ from scipy import stats
 
 from nlbandit import __version__, machine
 from nlbandit.atomic import write_bytes
-from nlbandit.core.phases import timed_rows
+from nlbandit.core.phases import PhaseRows
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values, reads_times,
                                          run_selector, traced_text)
 from nlbandit.experiments.power import verdict_rates
@@ -264,6 +264,13 @@ def plot_phases(exp: Experiment, timed: list[Row], path: Path) -> None:
     _save_png(fig, path)
 
 
+def _rows_per_call(rows: PhaseRows) -> str:
+    """The rows of a run's timed calls, in words."""
+    if rows.select == rows.update:
+        return f"{rows.select} rows per call"
+    return f"{rows.select} rows per call of `act` and {rows.update} per call of `update`"
+
+
 def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     """The report's section on the runs whose phases were timed apart (none: no section)."""
     timed = [r for r in rows if r.stored.phases is not None]
@@ -273,7 +280,7 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     lines = ["", "## Select and update time", "",
              f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
              f"`update` were timed apart on the run's own states (its {exp.n_seeds} seeds vectorised and repeated to "
-             f"{timed_rows(exp.n_seeds, exp.phase_rows)} rows per call, so that a call's fixed cost of dispatch, "
+             f"{_rows_per_call(exp.phase_rows.of_seeds(exp.n_seeds))}, so that a call's fixed cost of dispatch, "
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
              "calls over its rows; "
              "`nlbandit.core.phases`). "
