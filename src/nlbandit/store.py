@@ -21,10 +21,12 @@ Tables:
 * ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows) for the parts
   whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at
   sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the update
-  ``update_rows`` (the part's seeds, repeated). Timings stored before the rows were counted (NULL: timed on the
-  part's seeds alone, whose share of a call's fixed cost can stand in for a cheap phase's own) are neither read nor
-  count as timed: a claim that reads them has its run computed and timed again. Timings stored while both phases
-  were timed on the same rows (one ``call_rows`` column) are converted on opening.
+  ``update_rows`` (the part's seeds, repeated). Timings of an earlier layout get NULL rows on opening and are then
+  neither read nor count as timed (a claim that reads them has its run computed and timed again): those stored
+  before the rows were counted were timed on the part's seeds alone, whose share of a call's fixed cost can stand
+  in for a cheap phase's own; those with one ``call_rows`` column for both phases, before the timed calls kept
+  their buffers on malloc's heap, can hold page faults that the engine does not pay
+  (:func:`nlbandit.core.phases.heap_allocations`).
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
@@ -218,7 +220,7 @@ _PHASES_UNCOUNTED = ["series_id", "part_first", "part_seeds", "t", "select_s", "
 """The columns of the ``phases`` table before it counted the rows of a timed call, which opening adds (NULL)."""
 
 _PHASES_ONE_COUNT = _PHASES_UNCOUNTED + ["call_rows"]
-"""The columns of the ``phases`` table while both phases were timed on the same rows, which opening splits."""
+"""The columns of the ``phases`` table while both phases were timed on the same rows, whose count opening drops."""
 
 _DROP_EMPTY_PARTS = """
 DELETE FROM parts WHERE NOT EXISTS (SELECT 1 FROM seeds s WHERE s.series_id = parts.series_id
@@ -257,23 +259,21 @@ class Store:
             if {t: [c for c, _ in found.get(t, [])] for t in _V2_COLUMNS} == _V2_COLUMNS and "series" not in found:
                 self._migrate_v2()
             elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT):
-                self._count_phase_rows(counted=len(found["phases"]) == len(_PHASES_ONE_COUNT))
+                self._uncount_phases(counted=len(found["phases"]) == len(_PHASES_ONE_COUNT))
             self._check_schema()
             self.con.execute(_SCHEMA)
         except BaseException:
             self.con.close()
             raise
 
-    def _count_phase_rows(self, counted: bool) -> None:
-        """Give a ``phases`` table of an earlier layout its columns of rows per timed call, in one transaction:
-        ``call_rows`` (``counted``) becomes both phases' rows; without it both are NULL (not read, module doc)."""
+    def _uncount_phases(self, counted: bool) -> None:
+        """Give a ``phases`` table of an earlier layout (with a ``call_rows`` column where ``counted``) this layout's
+        columns of rows per call, NULL: its timings are kept but not read (module doc); one transaction."""
         with self._transaction() as con:
             if counted:
-                con.execute("ALTER TABLE phases RENAME COLUMN call_rows TO update_rows")
-            else:
-                con.execute("ALTER TABLE phases ADD COLUMN update_rows INTEGER")
+                con.execute("ALTER TABLE phases DROP COLUMN call_rows")
+            con.execute("ALTER TABLE phases ADD COLUMN update_rows INTEGER")
             con.execute("ALTER TABLE phases ADD COLUMN select_rows INTEGER")
-            con.execute("UPDATE phases SET select_rows = update_rows")
 
     def _check_schema(self) -> None:
         """Refuse a database that is not nlbandit's: one of its tables with other columns, or only other tables."""

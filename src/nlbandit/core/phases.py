@@ -19,6 +19,13 @@ selection alone: a model update that costs milliseconds per seed needs no more t
 (mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80 and
 0.3-0.4 on 320.
 
+A timed call also allocates its temporary buffers afresh, which the engine does once per chunk: glibc's malloc maps a
+large block anew (``mmap``) and faults on each of its pages on every call. Measured on Sun et al.'s Fig. 1f
+(NeuralUCB's selection, quick scale, one core, 2026-11-28): 239 and 241 µs per seed on calls of 32 and 64 rows
+(214,000 and 371,000 page faults), 47 and 62 with large blocks kept on malloc's heap (46,000 and 52,000); other
+processes had read 45-65 on 32 rows, where earlier frees had raised glibc's adaptive threshold. So the timed calls
+run under :func:`heap_allocations`.
+
 A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
 such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
 (select and update recorded apart), Sun, Wang & Xu (2025) Fig. 1f.
@@ -26,9 +33,11 @@ such a policy's update time is the mean over the sampled rounds of an uneven cos
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import statistics
 import time
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +54,31 @@ MIN_BATCH = 8
 least this (an experiment file's ``phase_rows`` sets its own)."""
 MAX_PHASE_ROWS = 4096
 """The most rows an experiment file may ask a timed call for (``phase_rows``)."""
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+_GLIBC_THRESHOLD = 128 * 1024  # glibc's default for both
+_HEAP_BLOCKS = 32 * 2**20  # the largest mmap threshold glibc allows on 64-bit systems
+_KEEP_FREED = 2**30
+
+
+@contextlib.contextmanager
+def heap_allocations() -> Iterator[bool]:
+    """Within the block, glibc's malloc serves blocks of up to 32 MiB from its heap and keeps freed memory, so that
+    a timed call's temporary buffers reuse pages already mapped instead of mapping and faulting on fresh ones every
+    call (module doc); after it, both thresholds are glibc's defaults (128 KiB, no longer adapted to the program).
+    Yields whether it took effect: not with a C library without ``mallopt`` (macOS), whose calls are timed as is."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        yield False
+        return
+    took = bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_BLOCKS)) and bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED))
+    try:
+        yield took
+    finally:
+        mallopt(_M_MMAP_THRESHOLD, _GLIBC_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _GLIBC_THRESHOLD)
 
 
 def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:
@@ -134,9 +168,10 @@ class PhaseTimer:
         tt = jnp.asarray(t)  # the engine's round counter: JAX's default integer
         seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
         arms = self._act(self.params, self.keys, states, seen, mask, tt)
-        select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt, self.rows.select)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt,
-                                         self.rows.update)
+        with heap_allocations():
+            select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt, self.rows.select)
+            update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt,
+                                             self.rows.update)
         self.samples.append(PhaseSample(t, select_s, update_s))
         return arms
