@@ -19,12 +19,13 @@ selection alone: a model update that costs milliseconds per seed needs no more t
 (mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80 and
 0.3-0.4 on 320.
 
-A timed call also allocates its temporary buffers afresh, which the engine does once per chunk: glibc's malloc maps a
-large block anew (``mmap``) and faults on each of its pages on every call. Measured on Sun et al.'s Fig. 1f
-(NeuralUCB's selection, quick scale, one core, 2026-11-28): 239 and 241 µs per seed on calls of 32 and 64 rows
-(214,000 and 371,000 page faults), 47 and 62 with large blocks kept on malloc's heap (46,000 and 52,000); other
-processes had read 45-65 on 32 rows, where earlier frees had raised glibc's adaptive threshold. So the timed calls
-run under :func:`heap_allocations`.
+A timed call also allocates its temporary buffers afresh, which the engine does once per chunk, and glibc's malloc
+returns freed memory to the system once more than its trim threshold of it lies free (twice the largest block freed
+so far; large blocks are mapped apart until then): so a call whose buffers add up to more maps them anew and faults
+on each of their pages on every call. Measured on Sun et al.'s Fig. 1f (NeuralUCB's selection, quick scale, one
+core, 2026-11-28): 239 and 241 µs per seed on calls of 32 and 64 rows (214,000 and 371,000 page faults in the run),
+47 and 62 with freed memory kept (46,000 and 52,000); a process whose earlier frees had raised the thresholds read
+45-65 on 32 rows. So the timed calls run under :func:`heap_allocations`.
 
 A sample is one round: with a training cadence ``train_every > 1`` it catches a training round or not, so
 such a policy's update time is the mean over the sampled rounds of an uneven cost. Spec 003 §4.1 [REC]
@@ -57,8 +58,8 @@ MAX_PHASE_ROWS = 4096
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-_GLIBC_THRESHOLD = 128 * 1024  # glibc's default for both
-_HEAP_BLOCKS = 32 * 2**20  # the largest mmap threshold glibc allows on 64-bit systems
+_HEAP_BLOCKS = 32 * 2**20  # glibc's largest mmap threshold on 64-bit systems, where its adaptive one stops
+_ADAPTED_TRIM = 2 * _HEAP_BLOCKS  # the trim threshold glibc's adaptation sets beside it
 _KEEP_FREED = 2**30
 
 
@@ -66,8 +67,9 @@ _KEEP_FREED = 2**30
 def heap_allocations() -> Iterator[bool]:
     """Within the block, glibc's malloc serves blocks of up to 32 MiB from its heap and keeps freed memory, so that
     a timed call's temporary buffers reuse pages already mapped instead of mapping and faulting on fresh ones every
-    call (module doc); after it, both thresholds are glibc's defaults (128 KiB, no longer adapted to the program).
-    Yields whether it took effect: not with a C library without ``mallopt`` (macOS), whose calls are timed as is."""
+    call (module doc). After it, malloc keeps the thresholds its own adaptation reaches at most (blocks of up to
+    32 MiB from the heap, free memory above 64 MiB returned), which setting any threshold stops adapting. Yields
+    whether it took effect: not with a C library without ``mallopt`` (macOS), whose calls are timed as is."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
@@ -77,8 +79,7 @@ def heap_allocations() -> Iterator[bool]:
     try:
         yield took
     finally:
-        mallopt(_M_MMAP_THRESHOLD, _GLIBC_THRESHOLD)
-        mallopt(_M_TRIM_THRESHOLD, _GLIBC_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _ADAPTED_TRIM)
 
 
 def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:

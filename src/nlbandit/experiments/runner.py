@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from statistics import fmean
-from typing import Callable
+from typing import Any, Callable
 
 from nlbandit.core.phases import PhaseRows
 from nlbandit.core.simulate import SimProgress
@@ -225,11 +225,25 @@ def run_experiment(
     return sum(len(job.kwargs["batch"]) for job in side_by_side + timed)
 
 
+class _FromTheStart:
+    """``store`` without a checkpoint to resume from (every other method its own)."""
+
+    def __init__(self, store: Any):
+        self._store = store
+
+    def load_checkpoint(self, batch_id: str) -> None:
+        """None: the batch is computed from its first round."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
                    batch: list[RunConfig], tag: str, chunk_size: int,
                    on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
     """Compute a batch of one run with its select and update phases timed apart, and store the timings (the
-    ``compute`` of a :class:`~nlbandit.experiments.executors.Job`)."""
+    ``compute`` of a :class:`~nlbandit.experiments.executors.Job`). The run starts from its first round even where a
+    checkpoint of it was stored (an interrupted computation): its timer must see every chunk."""
     timer = PHASE_TIMERS[exp.loop](batch[0], exp.phase_rows)
 
     def timed_checkpoint(prog: SimProgress) -> None:
@@ -237,8 +251,8 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
         if on_checkpoint is not None:
             on_checkpoint(prog)
 
-    LOOPS[exp.loop].run_batch(exp, store, batch, tag, progress=progress, log=log, on_checkpoint=timed_checkpoint,
-                              chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
+    LOOPS[exp.loop].run_batch(exp, _FromTheStart(store), batch, tag, progress=progress, log=log,
+                              on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
     store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples, timer.rows)
     select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
     log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
