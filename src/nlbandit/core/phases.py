@@ -67,9 +67,9 @@ _KEEP_FREED = 2**30
 def heap_allocations() -> Iterator[bool]:
     """Within the block, glibc's malloc serves blocks of up to 32 MiB from its heap and keeps freed memory, so that
     a timed call's temporary buffers reuse pages already mapped instead of mapping and faulting on fresh ones every
-    call (module doc). After it, malloc keeps the thresholds its own adaptation reaches at most (blocks of up to
-    32 MiB from the heap, free memory above 64 MiB returned), which setting any threshold stops adapting. Yields
-    whether it took effect: not with a C library without ``mallopt`` (macOS), whose calls are timed as is."""
+    call (module doc). After it, malloc keeps the thresholds that its own adaptation, which setting one stops,
+    reaches at most: blocks of up to 32 MiB from the heap, free memory beyond 64 MiB returned. Yields whether it
+    took effect: not with a C library without ``mallopt`` (macOS), whose calls are then timed as they come."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

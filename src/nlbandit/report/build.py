@@ -282,7 +282,7 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
              f"`update` were timed apart on the run's own states (its {exp.n_seeds} seeds vectorised and repeated to "
              f"{_rows_per_call(exp.phase_rows.of_seeds(exp.n_seeds))}, so that a call's fixed cost of dispatch, "
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
-             "calls over its rows; "
+             "calls over its rows, their buffers kept on malloc's heap; "
              "`nlbandit.core.phases`). "
              "Times are per seed-round, averaged over the sampled rounds; seconds "
              "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
