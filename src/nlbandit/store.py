@@ -94,7 +94,7 @@ class Part:
     """A computation that stored seeds of a series: its range (``first_seed``, ``n_seeds``), the seeds it
     still holds (later computations may have replaced some), the number of runs computed beside it and, where
     its phases were timed apart, the rows of each timed call of the selection and of the update (``phase_rows``;
-    None: not timed apart, or timed before the rows were counted)."""
+    None: not timed apart, or timed under an earlier layout of the ``phases`` table, whose timings are not read)."""
 
     first_seed: int
     n_seeds: int
