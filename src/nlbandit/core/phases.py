@@ -82,11 +82,6 @@ def heap_allocations() -> Iterator[bool]:
         mallopt(_M_TRIM_THRESHOLD, _ADAPTED_TRIM)
 
 
-def timed_rows(n_seeds: int, min_batch: int = MIN_BATCH) -> int:
-    """The rows of a timed call for a run of ``n_seeds`` seeds: whole copies of them, at least ``min_batch``."""
-    return n_seeds * -(-min_batch // n_seeds)
-
-
 class PhaseRows(NamedTuple):
     """Rows of the timed calls, per phase: ``select`` for ``act``, ``update`` for ``update`` (the fewest asked
     for, or, from :meth:`of_seeds`, those a run's calls compute)."""
@@ -95,8 +90,9 @@ class PhaseRows(NamedTuple):
     update: int = MIN_BATCH
 
     def of_seeds(self, n_seeds: int) -> "PhaseRows":
-        """The rows the timed calls of a run of ``n_seeds`` seeds compute (:func:`timed_rows` per phase)."""
-        return PhaseRows(timed_rows(n_seeds, self.select), timed_rows(n_seeds, self.update))
+        """The rows the timed calls of a run of ``n_seeds`` seeds compute: whole copies of its seeds' rows, at least
+        as many as asked, per phase."""
+        return PhaseRows(*(n_seeds * -(-fewest // n_seeds) for fewest in self))
 
 
 class PhaseSample(NamedTuple):
