@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nlbandit.core import phases
-from nlbandit.core.phases import PhaseRows, PhaseTimer
+from nlbandit.core.phases import PhaseRows, PhaseTimer, time_phases
 from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
@@ -27,13 +27,15 @@ from nlbandit.store import Store
 
 def test_timer_replays_the_engines_rounds():
     # At every chunk boundary the timer builds round t + 1's inputs itself: the arms its act chooses
-    # there must be the engine's choices of round t + 1, seed by seed; one sample per boundary before T.
+    # there must be the engine's choices of round t + 1, seed by seed; one sample per boundary before T, once timed.
     env = make_env("linear", d=3, k=5)
     policy, params = make_policy("lin-ts", ProblemSpec(3, 5, 60))
     timer = PhaseTimer(env, policy, params, [3, 4, 5], 60, repeats=2)
     chosen = {}
     res = simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25,
                    on_chunk=lambda prog: chosen.setdefault(prog.t_done + 1, timer(prog)))
+    assert timer.samples == [] and len(timer.kept) == 2
+    time_phases([timer])
     assert [s.t for s in timer.samples] == [26, 51] and chosen[61] is None
     for t in (26, 51):
         np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
@@ -72,11 +74,38 @@ def test_timer_times_copies_of_a_few_seeds_rows(monkeypatch):
                    on_chunk=lambda prog: chosen.setdefault(prog.t_done + 1, timer(prog)))
     for t in (26, 51):
         np.testing.assert_array_equal(np.asarray(chosen[t]), res.arms[:, t - 1])
-    # per sample: act on the 3 rows (the arms), then 1 + 2 calls on 12 rows for act and on 6 for update
-    assert rows["act"] == [(3, False)] + [(12, True)] * 3 + [(3, False)] + [(12, True)] * 3
-    assert rows["update"] == [(6, True)] * 6 and heap == [True, False] * 2
+    time_phases([timer])
+    # per kept round: act on the 3 rows (the arms) during the run; then, timed, 1 + 2 calls on 12 rows for act and
+    # on 6 for update per round
+    assert rows["act"] == [(3, False)] * 2 + [(12, True)] * 6
+    assert rows["update"] == [(6, True)] * 6 and heap == [True, False]
     assert [(s.select_s, s.update_s) for s in timer.samples] == [(1 / 12, 1 / 6)] * 2
 
+
+
+def test_time_phases_takes_turns_rotating_the_first_run():
+    # One session for two timers: at each kept round the selections of both, then their updates, each timer's calls
+    # together (1 + repeats), the first timer rotating by one per round; each timer gets one sample per round.
+    env = make_env("linear", d=3, k=5)
+    timers = {}
+    for name in ("lin-ts", "lin-ucb"):
+        policy, params = make_policy(name, ProblemSpec(3, 5, 60))
+        timers[name] = timer = PhaseTimer(env, policy, params, [3, 4], 60, repeats=2)
+        simulate(env, policy, params, 60, [3, 4], chunk_size=25, on_chunk=timer)
+    calls = []
+
+    def spy(name, phase, fn):
+        def call(*args):
+            calls.append((name, phase))
+            return fn(*args)
+        return call
+
+    for name, timer in timers.items():
+        timer._act, timer._update = spy(name, "act", timer._act), spy(name, "update", timer._update)
+    time_phases(list(timers.values()))
+    turn = [("lin-ts", "act")] * 3 + [("lin-ucb", "act")] * 3 + [("lin-ts", "update")] * 3 + [("lin-ucb", "update")] * 3
+    assert calls == turn + turn[3:6] + turn[:3] + turn[9:] + turn[6:9]
+    assert all([s.t for s in timer.samples] == [26, 51] for timer in timers.values())
 
 FAULTS = """
 import resource, sys
@@ -211,6 +240,7 @@ def test_timings_stored_without_their_call_rows_are_taken_again(experiment_file,
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
         assert store.con.execute(ROWS).fetchall() == [(8, 8)]  # 2 seeds, 4 copies
+        store.con.execute("ALTER TABLE phases DROP COLUMN session")
         store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
         store.con.execute("ALTER TABLE phases DROP COLUMN update_rows")
     with Store(tmp_path / "p.duckdb") as store:
@@ -231,6 +261,7 @@ def test_timings_stored_with_one_count_of_rows_are_taken_again(experiment_file, 
     phe = next(r for r in exp.runs if r.label == "PHE")
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
+        store.con.execute("ALTER TABLE phases DROP COLUMN session")
         store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
         store.con.execute("ALTER TABLE phases RENAME COLUMN update_rows TO call_rows")
     with Store(tmp_path / "p.duckdb") as store:
@@ -304,6 +335,45 @@ def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_pai
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
         assert store.con.execute(ROWS).fetchall() == [(8, 8)]
 
+
+
+def test_runs_compared_are_timed_in_one_session_and_again_together(experiment_file, tmp_path):
+    # phase_diff's two runs (same horizon and seeds) are computed by one job and timed in one session, whose key both
+    # store; when one of them lacks its timings (or has those of another session), both are computed and timed again.
+    from nlbandit.loops.base import batch_id
+
+    exp = load_experiment(experiment_file(PAIR), "full")
+    with Store(tmp_path / "p.duckdb") as store:
+        logs: list[str] = []
+        run_experiment(exp, store, progress=False, log=logs.append)
+        assert sum("in one session with 1 other run(s)" in m for m in logs) == 2
+        sessions = store.con.execute("SELECT DISTINCT session FROM phases").fetchall()
+        assert sessions == [(batch_id(exp.runs),)]
+        phe = next(r for r in exp.runs if r.label == "PHE")
+        store.con.execute("UPDATE phases SET session = 'another' WHERE series_id = ?", [phe.series_id])
+        assert store.parts([phe.series_id])[phe.series_id][0].session == "another"
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        store.con.execute("DELETE FROM phases WHERE series_id = ?", [phe.series_id])
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert store.con.execute("SELECT DISTINCT session FROM phases").fetchall() == sessions
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+
+
+def test_timings_stored_one_run_per_process_are_taken_again(experiment_file, tmp_path):
+    # A database whose phases table has no session (each run timed in its own process, between its chunks): opening
+    # adds the column, NULL; its timings are neither read nor count as timed, and the runs are timed again together.
+    exp = load_experiment(experiment_file(PAIR), "full")
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        store.con.execute("ALTER TABLE phases DROP COLUMN session")
+    with Store(tmp_path / "p.duckdb") as store:
+        assert store.con.execute("SELECT DISTINCT select_rows, update_rows, session FROM phases").fetchall() == [
+            (6, 6, None)]
+        assert all(store.load(r.series_id, r.seeds).phases is None for r in exp.runs)
+        assert all(p.phase_rows is None and p.session is None
+                   for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert all(store.load(r.series_id, r.seeds).phases[0].size == 10 for r in exp.runs)
 
 @pytest.mark.parametrize("check, match", [
     ("phase_diff('A', 'B', spread=1.5) < 0", "spread must be a number in"),

@@ -18,15 +18,18 @@ Tables:
   of every round as an integer list.
 * ``curves``: (series_id, seed, metric, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
-* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows) for the parts
-  whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and updating at
-  sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the update
-  ``update_rows`` (the part's seeds, repeated). Timings of an earlier layout get NULL rows on opening and are then
-  neither read nor count as timed (a claim that reads them has its run computed and timed again): those stored
-  before the rows were counted were timed on the part's seeds alone, whose share of a call's fixed cost can stand
-  in for a cheap phase's own; those with one ``call_rows`` column for both phases, before the timed calls kept
-  their buffers on malloc's heap, can hold page faults that the engine does not pay
-  (:func:`nlbandit.core.phases.heap_allocations`).
+* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows, session) for
+  the parts whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and
+  updating at sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the
+  update ``update_rows`` (the part's seeds, repeated), in the timing ``session`` named by the key of the runs timed
+  together (:func:`nlbandit.experiments.runner.phase_groups`). Timings of an earlier layout get NULL rows and
+  session on opening and are then neither read nor count as timed (a claim that reads them has its run computed
+  and timed again): those stored before the rows were counted were timed on the part's seeds alone, whose share
+  of a call's fixed cost can stand in for a cheap phase's own; those with one ``call_rows`` column for both
+  phases, before the timed calls kept their buffers on malloc's heap, can hold page faults that the engine does
+  not pay (:func:`nlbandit.core.phases.heap_allocations`); those without a session were timed one run per
+  process, between the chunks of its simulation, where a run's cost shifts from process to process by more than
+  the differences that claims compare.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
@@ -64,7 +67,7 @@ CREATE TABLE IF NOT EXISTS curves (
     series_id VARCHAR, seed BIGINT, metric VARCHAR, t BIGINT, value DOUBLE);
 CREATE TABLE IF NOT EXISTS phases (
     series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE,
-    update_rows INTEGER, select_rows INTEGER);
+    update_rows INTEGER, select_rows INTEGER, session VARCHAR);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
 """
@@ -93,14 +96,16 @@ def series_of(identity: dict[str, Any]) -> tuple[str, range]:
 class Part:
     """A computation that stored seeds of a series: its range (``first_seed``, ``n_seeds``), the seeds it
     still holds (later computations may have replaced some), the number of runs computed beside it and, where
-    its phases were timed apart, the rows of each timed call of the selection and of the update (``phase_rows``;
-    None: not timed apart, or timed under an earlier layout of the ``phases`` table, whose timings are not read)."""
+    its phases were timed apart, the rows of each timed call of the selection and of the update (``phase_rows``)
+    and the timing session (``session``; both None: not timed apart, or timed under an earlier layout of the
+    ``phases`` table, whose timings are not read)."""
 
     first_seed: int
     n_seeds: int
     holds: tuple[int, ...]
     batch_size: int
     phase_rows: tuple[int, int] | None
+    session: str | None = None
 
     def is_whole(self, seeds: range) -> bool:
         """Whether this part was computed on exactly ``seeds`` and still holds them all."""
@@ -222,6 +227,10 @@ _PHASES_UNCOUNTED = ["series_id", "part_first", "part_seeds", "t", "select_s", "
 _PHASES_ONE_COUNT = _PHASES_UNCOUNTED + ["call_rows"]
 """The columns of the ``phases`` table while both phases were timed on the same rows, whose count opening drops."""
 
+_PHASES_ALONE = _PHASES_UNCOUNTED + ["update_rows", "select_rows"]
+"""The columns of the ``phases`` table while each run was timed in its own process, to which opening adds the
+session (NULL)."""
+
 _DROP_EMPTY_PARTS = """
 DELETE FROM parts WHERE NOT EXISTS (SELECT 1 FROM seeds s WHERE s.series_id = parts.series_id
     AND s.part_first = parts.first_seed AND s.part_seeds = parts.n_seeds);
@@ -258,22 +267,24 @@ class Store:
             found = _columns(self.con)
             if {t: [c for c, _ in found.get(t, [])] for t in _V2_COLUMNS} == _V2_COLUMNS and "series" not in found:
                 self._migrate_v2()
-            elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT):
-                self._uncount_phases(counted=len(found["phases"]) == len(_PHASES_ONE_COUNT))
+            elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT, _PHASES_ALONE):
+                self._unread_phases([c for c, _ in found["phases"]])
             self._check_schema()
             self.con.execute(_SCHEMA)
         except BaseException:
             self.con.close()
             raise
 
-    def _uncount_phases(self, counted: bool) -> None:
-        """Give a ``phases`` table of an earlier layout (with a ``call_rows`` column where ``counted``) this layout's
-        columns of rows per call, NULL: its timings are kept but not read (module doc); one transaction."""
+    def _unread_phases(self, columns: list[str]) -> None:
+        """Give a ``phases`` table of an earlier layout (``columns``) this layout's columns, NULL where it lacks them:
+        its timings are kept but not read (module doc); one transaction."""
         with self._transaction() as con:
-            if counted:
+            if columns == _PHASES_ONE_COUNT:
                 con.execute("ALTER TABLE phases DROP COLUMN call_rows")
-            con.execute("ALTER TABLE phases ADD COLUMN update_rows INTEGER")
-            con.execute("ALTER TABLE phases ADD COLUMN select_rows INTEGER")
+            if columns != _PHASES_ALONE:
+                con.execute("ALTER TABLE phases ADD COLUMN update_rows INTEGER")
+                con.execute("ALTER TABLE phases ADD COLUMN select_rows INTEGER")
+            con.execute("ALTER TABLE phases ADD COLUMN session VARCHAR")
 
     def _check_schema(self) -> None:
         """Refuse a database that is not nlbandit's: one of its tables with other columns, or only other tables."""
@@ -330,7 +341,8 @@ class Store:
                 FROM curves_v2 c JOIN runmap m USING (run_id) JOIN seeds s ON s.series_id = m.series_id
                     AND s.seed = m.first_seed + c.seed AND s.part_first = m.first_seed AND s.part_seeds = m.n_seeds""")
             con.execute("""
-                INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s, NULL, NULL
+                INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s,
+                    NULL, NULL, NULL
                 FROM phases_v2 p JOIN runmap m USING (run_id)""")
             con.execute(_DROP_EMPTY_PARTS)
             for table in ("runs", "arms", "curves_v2", "phases_v2", "runmap"):
@@ -364,6 +376,8 @@ class Store:
         rows = self.con.execute("""
             SELECT p.series_id, p.first_seed, p.n_seeds, list(s.seed ORDER BY s.seed), p.batch_size,
                 (SELECT [max(ph.select_rows), max(ph.update_rows)] FROM phases ph WHERE ph.series_id = p.series_id
+                        AND ph.part_first = p.first_seed AND ph.part_seeds = p.n_seeds AND ph.session IS NOT NULL),
+                (SELECT max(ph.session) FROM phases ph WHERE ph.series_id = p.series_id
                         AND ph.part_first = p.first_seed AND ph.part_seeds = p.n_seeds)
             FROM parts p JOIN seeds s ON s.series_id = p.series_id AND s.part_first = p.first_seed
                 AND s.part_seeds = p.n_seeds
@@ -371,10 +385,10 @@ class Store:
             GROUP BY p.series_id, p.first_seed, p.n_seeds, p.batch_size ORDER BY p.series_id, p.first_seed""",
                                 [ids]).fetchall()
         out: dict[str, list[Part]] = {}
-        for series_id, first, n, holds, batch_size, phase_rows in rows:
-            counted = phase_rows is not None and None not in phase_rows
+        for series_id, first, n, holds, batch_size, phase_rows, session in rows:
+            read = session is not None and phase_rows is not None and None not in phase_rows
             out.setdefault(series_id, []).append(Part(first, n, tuple(holds), batch_size,
-                                                      tuple(phase_rows) if counted else None))
+                                                      tuple(phase_rows) if read else None, session if read else None))
         return out
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:
@@ -437,15 +451,15 @@ class Store:
             con.execute(_DROP_EMPTY_PARTS)
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
-    def save_phases(self, series_id: str, seeds: range, samples, rows: tuple[int, int]) -> None:
+    def save_phases(self, series_id: str, seeds: range, samples, rows: tuple[int, int], session: str) -> None:
         """Replace the phase timings of the stored part of ``series_id`` computed on ``seeds`` (``samples``:
         (t, select seconds, update seconds) per seed, :class:`~nlbandit.core.phases.PhaseSample`, from calls on
-        ``rows`` = (selection's, update's) rows), in one transaction."""
+        ``rows`` = (selection's, update's) rows, in the timing ``session``), in one transaction."""
         part, (select_rows, update_rows) = [series_id, seeds.start, len(seeds)], rows
         with self._transaction() as con:
             con.execute("DELETE FROM phases WHERE series_id = ? AND part_first = ? AND part_seeds = ?", part)
-            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            [[*part, int(t), float(a), float(b), int(update_rows), int(select_rows)]
+            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [[*part, int(t), float(a), float(b), int(update_rows), int(select_rows), session]
                              for t, a, b in samples])
 
     def load(self, series_id: str, seeds: Iterable[int], with_arms: bool = False) -> StoredRun:
@@ -488,8 +502,8 @@ class Store:
         phases: dict[tuple[str, int, int], list] = {}
         for series_id, first, size, t, select_s, update_s in con.execute(
                 "SELECT series_id, part_first, part_seeds, t, select_s, update_s FROM phases WHERE list_contains(?, "
-                "series_id) AND update_rows IS NOT NULL AND select_rows IS NOT NULL ORDER BY series_id, part_first, "
-                "part_seeds, t", [ids]).fetchall():
+                "series_id) AND update_rows IS NOT NULL AND select_rows IS NOT NULL AND session IS NOT NULL "
+                "ORDER BY series_id, part_first, part_seeds, t", [ids]).fetchall():
             phases.setdefault((series_id, first, size), []).append((t, select_s, update_s))
         out = []
         for i, (series_id, seeds) in enumerate(requests):

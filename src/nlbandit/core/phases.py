@@ -4,8 +4,16 @@ The engine runs whole chunks of rounds as one compiled program, so it cannot tim
 :class:`PhaseTimer` does it beside the engine, on the engine's own states: handed a
 :class:`~nlbandit.core.simulate.SimProgress` after t rounds (``simulate(..., on_chunk=...)``, whose time is
 not counted in the run's), it builds round t + 1's inputs as the engine would (the same keys, contexts and
-feedback), then times the policy's jitted ``act`` alone and its jitted ``update`` alone, vectorised over the
-seeds like the engine, each the median of ``repeats`` calls after a first (compiling) one. The environment's
+feedback) and keeps them; once the run is done, :func:`time_phases` times the policy's jitted ``act`` alone and
+its jitted ``update`` alone on them, vectorised over the seeds like the engine, each the median of ``repeats``
+calls after a first (compiling) one.
+
+Runs whose costs a claim compares are timed in one session (:func:`time_phases` with all their timers, in one
+process, after all their simulations): at each sampled round, each run's calls in turn, the order rotating by
+one run per round. Timed one run per process, between the chunks of its own simulation, the same run's cost
+shifted from process to process by more than the differences to resolve: Sun et al.'s Fig. 5 (mushroom, Lin-ES
+against Lin-UCB, 320 rows, one core, 2026-11-28) read −0.55 to +1.24 µs per seed-round in five processes (the
+pair's mean cost 3.0), while in one session each, after the runs, five processes read +0.45 to +0.70. The environment's
 ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the fixed cost of
 dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine, running
 whole chunks in one program, does not pay per round: so a run's states are repeated to at least ``min_rows``
@@ -38,7 +46,7 @@ import contextlib
 import ctypes
 import statistics
 import time
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -104,12 +112,13 @@ class PhaseSample(NamedTuple):
 
 
 class PhaseTimer:
-    """Times ``policy``'s act and update on the states of a simulation of ``env`` over ``seeds``
-    (not a grid: the run a timing belongs to is computed alone).
+    """Keeps the inputs of ``policy``'s act and update at sampled rounds of a simulation of ``env`` over ``seeds``
+    (not a grid: the run a timing belongs to is computed alone), for :func:`time_phases` to time.
 
-    Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation; :attr:`samples`
-    collects a :class:`PhaseSample` per call made before the horizon (round t + 1 must exist); :attr:`rows` is the
-    :class:`PhaseRows` its timed calls compute, at least ``min_rows`` per phase.
+    Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation: each call made before the
+    horizon (round t + 1 must exist) keeps one round; :attr:`samples` collects a :class:`PhaseSample` per kept
+    round once timed; :attr:`rows` is the :class:`PhaseRows` its timed calls compute, at least ``min_rows`` per
+    phase.
     """
 
     def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5,
@@ -121,6 +130,7 @@ class PhaseTimer:
         self.rows = min_rows.of_seeds(self.n_seeds)  # of a timed call: whole copies of the seeds' rows
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
+        self.kept: list[tuple[jax.Array, tuple, tuple]] = []  # (t, act's rows, update's rows) per sampled round
         self.samples: list[PhaseSample] = []
 
         # The round's casts happen outside the timed act and update, once per round as in the engine, so the two
@@ -143,10 +153,14 @@ class PhaseTimer:
         self._act = jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0, None)))
         self._update = jax.jit(jax.vmap(update, in_axes=(None, 0, 0, 0, 0, 0, None)))
 
-    def _seconds_per_row(self, fn, batched: tuple, t: jax.Array, n_rows: int) -> float:
-        """The median seconds of ``repeats`` calls ``fn(params, *rows, t)``, ``rows`` being the rows of ``batched``
-        repeated to ``n_rows``, over those rows (after a first call, which compiles on the first sample)."""
-        rows = jax.tree.map(lambda a: jnp.concatenate([a] * (n_rows // self.n_seeds)), batched)
+    def seconds_per_row(self, phase: str, i: int) -> float:
+        """The median seconds of ``repeats`` calls of ``phase`` ('select' or 'update') on the inputs of the
+        ``i``-th kept round, its seeds' rows repeated to :attr:`rows`, over those rows (after a first call, which
+        compiles on the first round)."""
+        fn, n_rows = (self._act, self.rows.select) if phase == "select" else (self._update, self.rows.update)
+        t, *batched = self.kept[i]
+        rows = jax.tree.map(lambda a: jnp.concatenate([a] * (n_rows // self.n_seeds)),
+                            batched[0 if phase == "select" else 1])
         jax.block_until_ready(fn(self.params, *rows, t))
         times = []
         for _ in range(self.repeats):
@@ -156,8 +170,8 @@ class PhaseTimer:
         return statistics.median(times) / n_rows
 
     def __call__(self, progress) -> jax.Array | None:
-        """Time round ``progress.t_done + 1`` on the states after ``progress.t_done`` rounds; return the arms
-        ``act`` chose there, per seed (the engine's choices of that round), or None after the horizon."""
+        """Keep round ``progress.t_done + 1``'s inputs, from the states after ``progress.t_done`` rounds; return
+        the arms ``act`` chose there, per seed (the engine's choices of that round), or None after the horizon."""
         t = progress.t_done + 1
         if t > self.horizon:
             return None
@@ -166,9 +180,23 @@ class PhaseTimer:
         seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
         arms = self._act(self.params, self.keys, states, seen, mask, tt)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        with heap_allocations():
-            select_s = self._seconds_per_row(self._act, (self.keys, states, seen, mask), tt, self.rows.select)
-            update_s = self._seconds_per_row(self._update, (self.keys, states, seen, arms, feedback), tt,
-                                             self.rows.update)
-        self.samples.append(PhaseSample(t, select_s, update_s))
+        self.kept.append((tt, (self.keys, states, seen, mask), (self.keys, states, seen, arms, feedback)))
         return arms
+
+
+def time_phases(timers: Sequence[PhaseTimer]) -> None:
+    """Time the kept rounds of ``timers`` in one session (module doc), filling each one's ``samples`` (one
+    :class:`PhaseSample` per kept round; the i-th rounds of all timers are timed together): at the i-th round, the
+    selections of every timer in turn, starting with timer i mod n, then their updates in the same order. The
+    timed calls run under :func:`heap_allocations`."""
+    timers = list(timers)
+    for timer in timers:
+        timer.samples = []
+    with heap_allocations():
+        for i in range(max((len(timer.kept) for timer in timers), default=0)):
+            first = i % len(timers)
+            turn = [timer for timer in timers[first:] + timers[:first] if i < len(timer.kept)]
+            select = {id(timer): timer.seconds_per_row("select", i) for timer in turn}
+            update = {id(timer): timer.seconds_per_row("update", i) for timer in turn}
+            for timer in turn:
+                timer.samples.append(PhaseSample(int(timer.kept[i][0]), select[id(timer)], update[id(timer)]))

@@ -10,7 +10,8 @@ claim reads (:func:`~nlbandit.experiments.claims.timed_runs`) is computed alone 
 again so when the store has it in pieces or from a batch of several (another experiment's grid), since a
 batch runs at the pace of its slowest lane; a run whose select and update times a claim reads is computed
 alone with its phases timed apart (:func:`~nlbandit.experiments.claims.phased_runs`,
-:mod:`nlbandit.loops.phases`; a resumed run keeps the samples taken after it resumed).
+:mod:`nlbandit.loops.phases`), in one job and one timing session with the other such runs of the same horizon
+and seeds (:func:`phase_groups`), so that their costs compare within one process.
 
 The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, worker processes, or Ray
 workers); those whose times a claim reads go after the others are done, one at a time
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Any, Callable
 
-from nlbandit.core.phases import PhaseRows
+from nlbandit.core.phases import PhaseRows, time_phases
 from nlbandit.core.simulate import SimProgress
 from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
@@ -115,22 +116,39 @@ class Missing:
         return lines
 
 
+def phase_groups(runs: list[RunConfig], phased: set[str]) -> dict[str, list[RunConfig]]:
+    """The runs of ``runs`` in ``phased`` (by ``run_id``, each once) grouped by horizon and seeds: each run's
+    group by its ``run_id``. A group's runs are computed by one job and timed in one session
+    (:func:`nlbandit.core.phases.time_phases`), which :func:`~nlbandit.loops.base.batch_id` of the group names."""
+    groups: dict[tuple[int, int, int], list[RunConfig]] = {}
+    for run in {r.run_id: r for r in runs if r.run_id in phased}.values():
+        groups.setdefault((run.horizon, run.seed_offset, run.n_seeds), []).append(run)
+    return {run.run_id: group for group in groups.values() for run in group}
+
+
 def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
             phased: set[str] = frozenset(), phase_rows: PhaseRows = PhaseRows()) -> Missing:
     """What of ``runs`` (equal ``run_id`` counted once) ``store`` lacks. A run in ``timed`` (by ``run_id``) is
     complete only when one stored part computed exactly its seeds alone, one in ``phased`` when that part has
-    its phases timed apart on the rows ``phase_rows`` asks for (:meth:`~nlbandit.core.phases.PhaseRows.of_seeds`);
-    it is computed whole otherwise. Any other run lacks only its seeds not stored."""
+    its phases timed apart on the rows ``phase_rows`` asks for (:meth:`~nlbandit.core.phases.PhaseRows.of_seeds`)
+    in the session of its group (:func:`phase_groups`), as are all its group's; it is computed whole otherwise.
+    Any other run lacks only its seeds not stored."""
     unique = list({r.run_id: r for r in runs}.values())
     parts = store.parts(r.series_id for r in unique)
+    groups = phase_groups(unique, phased)
+
+    def complete(run: RunConfig) -> bool:
+        rows = phase_rows.of_seeds(run.n_seeds) if run.run_id in phased else None
+        session = batch_id(groups[run.run_id]) if run.run_id in phased else None
+        return any(p.is_whole(run.seeds) and p.batch_size == 1 and (rows is None or (p.phase_rows, p.session) == (
+            rows, session)) for p in parts.get(run.series_id, []))
+
     todo, done, partly, reused, retimed = [], 0, 0, 0, 0
     for run in unique:
         held = parts.get(run.series_id, [])
         stored = {s for p in held for s in p.holds}
         if run.run_id in timed or run.run_id in phased:
-            rows = phase_rows.of_seeds(run.n_seeds) if run.run_id in phased else None
-            if any(p.is_whole(run.seeds) and p.batch_size == 1 and (rows is None or p.phase_rows == rows)
-                   for p in held):
+            if all(complete(r) for r in groups.get(run.run_id, [run])):
                 done += 1
             else:
                 todo.append(run)
@@ -185,7 +203,11 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
         log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
     side_by_side = balance([b for b in grouped if b[0].run_id not in timed], slots)
-    todo_batches = side_by_side + [b for b in grouped if b[0].run_id in timed]  # timed: one at a time, after
+    groups = phase_groups(exp.runs, phased)  # a phased run's group is missing whole (missing())
+    alone = [b for b in grouped if b[0].run_id in timed and b[0].run_id not in phased]
+    alone += list({batch_id(groups[b[0].run_id]): groups[b[0].run_id] for b in grouped if b[0].run_id in phased}
+                  .values())
+    todo_batches = side_by_side + alone  # the timed ones: one at a time, after
     tags = [tag(f"{i}/{len(todo_batches)}") for i in range(1, len(todo_batches) + 1)]
     jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
                 dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
@@ -241,19 +263,27 @@ class _FromTheStart:
 def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
                    batch: list[RunConfig], tag: str, chunk_size: int,
                    on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
-    """Compute a batch of one run with its select and update phases timed apart, and store the timings (the
-    ``compute`` of a :class:`~nlbandit.experiments.executors.Job`). The run starts from its first round even where a
-    checkpoint of it was stored (an interrupted computation): its timer must see every chunk."""
-    timer = PHASE_TIMERS[exp.loop](batch[0], exp.phase_rows)
+    """Compute the runs of a phase group (:func:`phase_groups`) one at a time, each alone, keeping the inputs of
+    their sampled rounds; then time their select and update phases in one session
+    (:func:`~nlbandit.core.phases.time_phases`) and store the timings (the ``compute`` of a
+    :class:`~nlbandit.experiments.executors.Job`). Each run starts from its first round even where a checkpoint of
+    it was stored (an interrupted computation): its timer must see every chunk."""
+    timers = []
+    for run in batch:
+        timer = PHASE_TIMERS[exp.loop](run, exp.phase_rows)
 
-    def timed_checkpoint(prog: SimProgress) -> None:
-        timer(prog)
-        if on_checkpoint is not None:
-            on_checkpoint(prog)
+        def timed_checkpoint(prog: SimProgress, timer=timer) -> None:
+            timer(prog)
+            if on_checkpoint is not None:
+                on_checkpoint(prog)
 
-    LOOPS[exp.loop].run_batch(exp, _FromTheStart(store), batch, tag, progress=progress, log=log,
-                              on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, batch[0].horizon))
-    store.save_phases(batch[0].series_id, batch[0].seeds, timer.samples, timer.rows)
-    select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
-    log(f"{tag} phases timed apart at {len(timer.samples)} rounds: select {select:.1f}, update {update:.1f} µs "
-        f"per seed-round (calls of {timer.rows.select} and {timer.rows.update} rows)")
+        LOOPS[exp.loop].run_batch(exp, _FromTheStart(store), [run], tag, progress=progress, log=log,
+                                  on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, run.horizon))
+        timers.append(timer)
+    time_phases(timers)
+    for run, timer in zip(batch, timers):
+        store.save_phases(run.series_id, run.seeds, timer.samples, timer.rows, batch_id(batch))
+        select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
+        log(f"{tag} {run.label}: phases timed apart at {len(timer.samples)} rounds, in one session with "
+            f"{len(batch) - 1} other run(s): select {select:.1f}, update {update:.1f} µs per seed-round (calls of "
+            f"{timer.rows.select} and {timer.rows.update} rows)")

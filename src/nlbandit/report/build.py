@@ -278,8 +278,10 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
         return []
     plot_phases(exp, timed, png)
     lines = ["", "## Select and update time", "",
-             f"Each run below was computed alone, and after each of its chunks the policy's jitted `act` and "
-             f"`update` were timed apart on the run's own states (its {exp.n_seeds} seeds vectorised and repeated to "
+             f"Each run below was computed alone, keeping its states after each of its chunks; once the runs of "
+             "one horizon and seeds were all computed, the policies' jitted `act` and `update` were timed apart on "
+             "those states in one session, in one process (at each sampled round each run's calls in turn, the "
+             f"first run rotating; its {exp.n_seeds} seeds vectorised and repeated to "
              f"{_rows_per_call(exp.phase_rows.of_seeds(exp.n_seeds))}, so that a call's fixed cost of dispatch, "
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
              "calls over its rows, their buffers kept on malloc's heap; "
