@@ -13,19 +13,21 @@ process, after all their simulations): at each sampled round, each run's calls i
 one run per round. Timed one run per process, between the chunks of its own simulation, the same run's cost
 shifted from process to process by more than the differences to resolve: Sun et al.'s Fig. 5 (mushroom, Lin-ES
 against Lin-UCB, 320 rows, one core, 2026-11-28) read −0.55 to +1.24 µs per seed-round in five processes (the
-pair's mean cost 3.0), while in one session each, after the runs, five processes read +0.45 to +0.70. The environment's
-``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the fixed cost of
-dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine, running
-whole chunks in one program, does not pay per round: so a run's states are repeated to at least ``min_rows``
-rows for the timed calls (a run of 2 seeds is timed on 4 copies of its 2 states), and a phase's time per seed is
-the call's time over its rows. Measured on the states of Sun et al.'s Fig. 1f at t = 1001 and 2001 (2 seeds, one
-core, 2026-11-28), µs per seed for a call of 2, 8 and 16 rows: Neural-ES's selection 23-26, 7.8-8.8, 5.7-5.9 (a
-call of 50, 66 and 93 µs: ~40 µs of it fixed), NeuralUCB's 71-118, 55-61, 41; so on the run's own 2 rows the fixed
-cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×. A policy whose phases
-cost a few µs per seed needs hundreds of rows (an experiment file's ``phase_rows``, and ``select_rows`` for the
-selection alone: a model update that costs milliseconds per seed needs no more than a few): on Sun et al.'s Fig. 5
-(mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80 and
-0.3-0.4 on 320.
+pair's mean cost 3.0), while in one session each, after the runs, five processes read +0.46 to +0.66 (mean cost
+about 2).
+
+The environment's ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the
+fixed cost of dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine,
+running whole chunks in one program, does not pay per round: so a run's states are repeated to at least
+``min_rows`` rows for the timed calls (a run of 2 seeds is timed on 4 copies of its 2 states), and a phase's time
+per seed is the call's time over its rows. Measured on the states of Sun et al.'s Fig. 1f at t = 1001 and 2001 (2
+seeds, one core, 2026-11-28), µs per seed for a call of 2, 8 and 16 rows: Neural-ES's selection 23-26, 7.8-8.8,
+5.7-5.9 (a call of 50, 66 and 93 µs: ~40 µs of it fixed), NeuralUCB's 71-118, 55-61, 41; so on the run's own 2 rows
+the fixed cost stood in for most of Neural-ES's selection and NeuralUCB read 2.8× it, on 8 rows 7×. A policy whose
+phases cost a few µs per seed needs hundreds of rows (an experiment file's ``phase_rows``, and ``select_rows`` for
+the selection alone: a model update that costs milliseconds per seed needs no more than a few): on Sun et al.'s
+Fig. 5 (mushroom, 10 seeds, 2026-11-28) uniform play's select + update read 7.8 µs per seed on 10 rows, 1.2 on 80
+and 0.3-0.4 on 320.
 
 A timed call also allocates its temporary buffers afresh, which the engine does once per chunk, and glibc's malloc
 returns freed memory to the system once more than its trim threshold of it lies free (twice the largest block freed

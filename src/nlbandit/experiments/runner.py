@@ -284,6 +284,7 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
     for run, timer in zip(batch, timers):
         store.save_phases(run.series_id, run.seeds, timer.samples, timer.rows, batch_id(batch))
         select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
-        log(f"{tag} {run.label}: phases timed apart at {len(timer.samples)} rounds, in one session with "
+        case = f" ({run.case_label})" if run.case_label else ""
+        log(f"{tag} {run.label}{case}: phases timed apart at {len(timer.samples)} rounds, in one session with "
             f"{len(batch) - 1} other run(s): select {select:.1f}, update {update:.1f} µs per seed-round (calls of "
             f"{timer.rows.select} and {timer.rows.update} rows)")
