@@ -18,18 +18,18 @@ Tables:
   of every round as an integer list.
 * ``curves``: (series_id, seed, metric, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
-* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows, session) for
-  the parts whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and
+* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows, session) for the
+  parts whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and
   updating at sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the
   update ``update_rows`` (the part's seeds, repeated), in the timing ``session`` named by the key of the runs timed
-  together (:func:`nlbandit.experiments.runner.phase_groups`). Timings of an earlier layout get NULL rows and
-  session on opening and are then neither read nor count as timed (a claim that reads them has its run computed
-  and timed again): those stored before the rows were counted were timed on the part's seeds alone, whose share
-  of a call's fixed cost can stand in for a cheap phase's own; those with one ``call_rows`` column for both
-  phases, before the timed calls kept their buffers on malloc's heap, can hold page faults that the engine does
-  not pay (:func:`nlbandit.core.phases.heap_allocations`); those without a session were timed one run per
-  process, between the chunks of its simulation, where a run's cost shifts from process to process by more than
-  the differences that claims compare.
+  together (:func:`nlbandit.experiments.runner.phase_groups`). Timings of an earlier layout get NULL in the columns
+  they lack on opening and are then neither read nor count as timed (a claim that reads them has its run computed
+  and timed again): those stored before the rows were counted were timed on the part's seeds alone, whose share of a
+  call's fixed cost can stand in for a cheap phase's own; those with one ``call_rows`` column for both phases,
+  before the timed calls kept their buffers on malloc's heap, can hold page faults that the engine does not pay
+  (:func:`nlbandit.core.phases.heap_allocations`); those without a session were timed one run per process, between
+  the chunks of its simulation, where a run's cost shifts from process to process by more than the differences that
+  claims compare.
 * ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
