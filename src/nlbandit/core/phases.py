@@ -14,7 +14,8 @@ one run per round. Timed one run per process, between the chunks of its own simu
 shifted from process to process by more than the differences to resolve: Sun et al.'s Fig. 5 (mushroom, Lin-ES
 against Lin-UCB, 320 rows, one core, 2026-11-28) read −0.55 to +1.24 µs per seed-round in five processes (the
 pair's mean cost 3.0), while in one session each, after the runs, five processes read +0.46 to +0.66 (mean cost
-about 2).
+about 2) and five more +0.59 to +1.29: a session still shifts with its process, by less
+(``benchmarks/phases.py`` measures it for an experiment file's pairs).
 
 The environment's ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the
 fixed cost of dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine,
