@@ -82,7 +82,6 @@ def test_timer_times_copies_of_a_few_seeds_rows(monkeypatch):
     assert [(s.select_s, s.update_s) for s in timer.samples] == [(1 / 12, 1 / 6)] * 2
 
 
-
 def test_time_phases_takes_turns_rotating_the_first_run():
     # One session for two timers: at each kept round the selections of both, then their updates, each timer's calls
     # together (1 + repeats), the first timer rotating by one per round; each timer gets one sample per round.
@@ -106,6 +105,7 @@ def test_time_phases_takes_turns_rotating_the_first_run():
     turn = [("lin-ts", "act")] * 3 + [("lin-ucb", "act")] * 3 + [("lin-ts", "update")] * 3 + [("lin-ucb", "update")] * 3
     assert calls == turn + turn[3:6] + turn[:3] + turn[9:] + turn[6:9]
     assert all([s.t for s in timer.samples] == [26, 51] for timer in timers.values())
+
 
 FAULTS = """
 import resource, sys
@@ -336,7 +336,6 @@ def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_pai
         assert store.con.execute(ROWS).fetchall() == [(8, 8)]
 
 
-
 def test_runs_compared_are_timed_in_one_session_and_again_together(experiment_file, tmp_path):
     # phase_diff's two runs (same horizon and seeds) are computed by one job and timed in one session, whose key both
     # store; when one of them lacks its timings (or has those of another session), both are computed and timed again.
@@ -374,6 +373,7 @@ def test_timings_stored_one_run_per_process_are_taken_again(experiment_file, tmp
                    for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
         assert all(store.load(r.series_id, r.seeds).phases[0].size == 10 for r in exp.runs)
+
 
 @pytest.mark.parametrize("check, match", [
     ("phase_diff('A', 'B', spread=1.5) < 0", "spread must be a number in"),
