@@ -31,22 +31,22 @@ def child(args: argparse.Namespace) -> None:
     """Simulate and time the file's phased runs in this process (pinned to one core); print one JSON line per run:
     its label, case and own cost at each sampled round."""
     os.sched_setaffinity(0, {args.pin})
-    from nlbandit.core.phases import time_phases
+    from nlbandit.core.phases import PhaseTimer, time_phases
     from nlbandit.core.simulate import simulate
     from nlbandit.experiments.claims import phased_runs
     from nlbandit.experiments.plan import load_experiment
     from nlbandit.experiments.runner import phase_groups
     from nlbandit.loops.bandit import BanditLoop
-    from nlbandit.loops.phases import PHASE_TIMERS, phase_chunk_size
+    from nlbandit.loops.phases import phase_chunk_size
 
     exp = load_experiment(args.file, args.scale)
     groups = {id(group): group for group in phase_groups(exp.runs, phased_runs(exp)).values()}.values()
     for group in groups:
         timers = []
         for run in group:
-            timer = PHASE_TIMERS[exp.loop](run, exp.phase_rows)
-            timer.horizon = rounds = min(args.rounds, run.horizon)
-            env, policy, params, _ = BanditLoop().build([run])
+            rounds = min(args.rounds, run.horizon)
+            env, policy, params, _ = BanditLoop().build([run])  # as loops.phases.bandit_timer, over fewer rounds
+            timer = PhaseTimer(env, policy, params, run.seeds, rounds, min_rows=exp.phase_rows)
             simulate(env, policy, params, rounds, run.seeds, chunk_size=phase_chunk_size(1000, rounds), on_chunk=timer)
             timers.append(timer)
         time_phases(timers)

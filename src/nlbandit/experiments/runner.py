@@ -136,19 +136,20 @@ def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
     unique = list({r.run_id: r for r in runs}.values())
     parts = store.parts(r.series_id for r in unique)
     groups = phase_groups(unique, phased)
+    sessions = {id(group): batch_id(group) for group in groups.values()}
 
     def complete(run: RunConfig) -> bool:
-        rows = phase_rows.of_seeds(run.n_seeds) if run.run_id in phased else None
-        session = batch_id(groups[run.run_id]) if run.run_id in phased else None
-        return any(p.is_whole(run.seeds) and p.batch_size == 1 and (rows is None or (p.phase_rows, p.session) == (
-            rows, session)) for p in parts.get(run.series_id, []))
+        wanted = (phase_rows.of_seeds(run.n_seeds), sessions[id(groups[run.run_id])]) if run.run_id in phased else None
+        return any(p.is_whole(run.seeds) and p.batch_size == 1 and wanted in (None, (p.phase_rows, p.session))
+                   for p in parts.get(run.series_id, []))
 
+    whole = {run.run_id for run in unique if (run.run_id in timed or run.run_id in phased) and complete(run)}
     todo, done, partly, reused, retimed = [], 0, 0, 0, 0
     for run in unique:
         held = parts.get(run.series_id, [])
         stored = {s for p in held for s in p.holds}
         if run.run_id in timed or run.run_id in phased:
-            if all(complete(r) for r in groups.get(run.run_id, [run])):
+            if all(r.run_id in whole for r in groups.get(run.run_id, [run])):
                 done += 1
             else:
                 todo.append(run)
@@ -281,8 +282,9 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
                                   on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, run.horizon))
         timers.append(timer)
     time_phases(timers)
+    session = batch_id(batch)
     for run, timer in zip(batch, timers):
-        store.save_phases(run.series_id, run.seeds, timer.samples, timer.rows, batch_id(batch))
+        store.save_phases(run.series_id, run.seeds, timer.samples, timer.rows, session)
         select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
         case = f" ({run.case_label})" if run.case_label else ""
         log(f"{tag} {run.label}{case}: phases timed apart at {len(timer.samples)} rounds, in one session with "
