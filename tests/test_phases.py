@@ -240,6 +240,7 @@ def test_timings_stored_without_their_call_rows_are_taken_again(experiment_file,
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
         assert store.con.execute(ROWS).fetchall() == [(8, 8)]  # 2 seeds, 4 copies
+        store.con.execute("ALTER TABLE phases DROP COLUMN process")
         store.con.execute("ALTER TABLE phases DROP COLUMN session")
         store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
         store.con.execute("ALTER TABLE phases DROP COLUMN update_rows")
@@ -261,6 +262,7 @@ def test_timings_stored_with_one_count_of_rows_are_taken_again(experiment_file, 
     phe = next(r for r in exp.runs if r.label == "PHE")
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
+        store.con.execute("ALTER TABLE phases DROP COLUMN process")
         store.con.execute("ALTER TABLE phases DROP COLUMN session")
         store.con.execute("ALTER TABLE phases DROP COLUMN select_rows")
         store.con.execute("ALTER TABLE phases RENAME COLUMN update_rows TO call_rows")
@@ -364,10 +366,11 @@ def test_timings_stored_one_run_per_process_are_taken_again(experiment_file, tmp
     exp = load_experiment(experiment_file(PAIR), "full")
     with Store(tmp_path / "p.duckdb") as store:
         run_experiment(exp, store, progress=False, log=lambda m: None)
+        store.con.execute("ALTER TABLE phases DROP COLUMN process")
         store.con.execute("ALTER TABLE phases DROP COLUMN session")
     with Store(tmp_path / "p.duckdb") as store:
-        assert store.con.execute("SELECT DISTINCT select_rows, update_rows, session FROM phases").fetchall() == [
-            (6, 6, None)]
+        assert store.con.execute("SELECT DISTINCT select_rows, update_rows, session, process FROM phases"
+                                 ).fetchall() == [(6, 6, None, None)]
         assert all(store.load(r.series_id, r.seeds).phases is None for r in exp.runs)
         assert all(p.phase_rows is None and p.session is None
                    for parts in store.parts(r.series_id for r in exp.runs).values() for p in parts)
@@ -379,13 +382,16 @@ def test_timings_stored_one_run_per_process_are_taken_again(experiment_file, tmp
     ("phase_diff('A', 'B', spread=1.5) < 0", "spread must be a number in"),
     ("phase_diff('A', 'C') < 0", "timed at different rounds"),
     ("phase_diff('A', 'D') < 0", "'D' has no phases timed apart"),
+    ("phase_diff('A', 'E') < 0", "timed in 1 and 2 processes"),
+    ("phase_diff('E', 'F', spread=0.1) < 0", "these runs were timed in 2, whose interval measures it: drop spread"),
 ])
 def test_phase_diff_refuses_what_it_cannot_read(check, match):
     from nlbandit.core.hyper import ConfigError
     from nlbandit.experiments.claims import Timing, evaluate_claim
 
-    sampled = {"A": (np.array([2, 4]), np.array([1.0, 2.0])), "B": (np.array([2, 4]), np.array([1.5, 2.5])),
-               "C": (np.array([3, 5]), np.array([1.0, 2.0])), "D": None}
+    sampled = {"A": (np.array([2, 4]), np.array([[1.0, 2.0]])), "B": (np.array([2, 4]), np.array([[1.5, 2.5]])),
+               "C": (np.array([3, 5]), np.array([[1.0, 2.0]])), "D": None,
+               "E": (np.array([2, 4]), np.ones((2, 2))), "F": (np.array([2, 4]), np.ones((2, 2)))}
 
     def curves(label, case, metric="regret"):
         return np.array([10]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, sampled[label])
@@ -418,3 +424,102 @@ def test_phase_rows_out_of_its_range_is_refused_naming_the_field(experiment_file
 
     with pytest.raises(ConfigError, match=field):
         load_experiment(experiment_file(PAIR.replace("phase_rows = 6", f"{field} = {value}")), "full")
+
+
+def test_process_interval_against_a_float64_reference():
+    # The grand mean of a (P, Q) table of differences, its standard error from the variance of the P process means
+    # over P plus that of the Q round means over Q, times Student t's 97.5% quantile at P - 1 degrees of freedom.
+    from scipy import stats
+
+    from nlbandit.experiments.claims import process_interval
+
+    rng = np.random.default_rng(7)
+    for n_processes, n_rounds in ((2, 10), (5, 10), (8, 3)):
+        diff = rng.normal(0.5, 0.3, (n_processes, 1)) + rng.normal(0.0, 1.0, (n_processes, n_rounds))
+        se = np.sqrt(diff.mean(axis=1).var(ddof=1) / n_processes + diff.mean(axis=0).var(ddof=1) / n_rounds)
+        half = stats.t.ppf(0.975, n_processes - 1) * se
+        value = process_interval(diff)
+        assert value.mean == pytest.approx(diff.mean(), rel=1e-12)
+        assert (value.lo, value.hi) == pytest.approx((diff.mean() - half, diff.mean() + half), rel=1e-7)
+    assert process_interval(np.ones((1, 10))).lo == -np.inf and process_interval(np.ones((3, 1))).hi == np.inf
+
+
+PROCESSES = PAIR.replace(", spread=0.1", "").replace("phase_rows = 6", "phase_rows = 6\nphase_processes = 2")
+
+
+def test_runs_compared_are_timed_in_each_of_several_fresh_processes(experiment_file, tmp_path, monkeypatch):
+    # With phase_processes = 2 the pair's session is timed in two fresh processes, not in the one that simulated
+    # them (its time_phases is never called), and stored as processes 0 and 1 at the same rounds under the session
+    # key counting them; phase_diff reads the interval over processes and rounds; timed again in one process when
+    # the file asks for one.
+    from scipy import stats
+
+    from nlbandit.experiments import runner
+    from nlbandit.loops.base import batch_id
+
+    exp = load_experiment(experiment_file(PROCESSES), "full")
+    assert exp.phase_processes == 2
+
+    def here(timers):
+        raise AssertionError("timed in the simulating process")
+
+    monkeypatch.setattr(runner, "time_phases", here)
+    with Store(tmp_path / "p.duckdb") as store:
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == 2
+        assert sum("in one session with 1 other run(s) in each of 2 fresh processes" in m for m in logs) == 2
+        assert store.con.execute("SELECT DISTINCT session FROM phases").fetchall() == [(batch_id(exp.runs) + "x2",)]
+        assert store.con.execute("SELECT process, count(*) FROM phases GROUP BY process ORDER BY process"
+                                 ).fetchall() == [(0, 20), (1, 20)]
+        own = {}
+        for run in exp.runs:
+            t, select, update = store.load(run.series_id, run.seeds).phases
+            np.testing.assert_array_equal(t, 11 * np.arange(1, 11) + 1)
+            assert select.shape == update.shape == (2, 10) and (select > 0).all() and (update > 0).all()
+            own[run.label] = 1e6 * (np.asarray(select, np.float64) + np.asarray(update, np.float64))
+        diff = own["PHE"] - own["UCB"]
+        se = np.sqrt(diff.mean(axis=1).var(ddof=1) / 2 + diff.mean(axis=0).var(ddof=1) / 10)
+        (claim,) = check_claims(exp, load_rows(exp, store))
+        (text, mean), = [(k, v) for k, v in claim.values if k.startswith("phase_diff")]
+        assert mean == pytest.approx(diff.mean(), rel=1e-9) and "over 2 processes × 10 sampled rounds" in text
+        lo, hi = (float(x) for x in text.split("[")[1].split("]")[0].split(", "))
+        assert (lo, hi) == pytest.approx((diff.mean() - stats.t.ppf(0.975, 1) * se,
+                                          diff.mean() + stats.t.ppf(0.975, 1) * se), abs=0.006)
+        md, _ = write_report(exp, load_rows(exp, store), tmp_path / "out", "test")
+        assert "repeated in each of 2 fresh processes, one after another" in md.read_text()
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+        monkeypatch.undo()
+        exp.phase_processes = 1
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert store.con.execute("SELECT DISTINCT session, process FROM phases").fetchall() == [(batch_id(exp.runs), 0)]
+
+
+def test_timings_of_one_process_per_session_stay_read_as_its_process_0(experiment_file, tmp_path):
+    # A database whose phases table predates the process column (each session timed in one process): opening adds
+    # it, 0 where there is a session; the timings are read as before and the runs are not timed again.
+    exp = load_experiment(experiment_file(PAIR), "full")
+    with Store(tmp_path / "p.duckdb") as store:
+        run_experiment(exp, store, progress=False, log=lambda m: None)
+        before = [store.load(r.series_id, r.seeds).phases for r in exp.runs]
+        store.con.execute("ALTER TABLE phases DROP COLUMN process")
+    with Store(tmp_path / "p.duckdb") as store:
+        assert store.con.execute("SELECT DISTINCT process FROM phases").fetchall() == [(0,)]
+        for run, (t, select, update) in zip(exp.runs, before):
+            after = store.load(run.series_id, run.seeds).phases
+            for a, b in zip(after, (t, select, update)):
+                np.testing.assert_array_equal(a, b)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+
+
+def test_phase_processes_by_scale_and_refused_out_of_range_or_beside_spread(experiment_file):
+    from nlbandit.core.hyper import ConfigError
+
+    text = PROCESSES + "\n[scales.quick]\nphase_processes = 1\n"
+    assert [load_experiment(experiment_file(text), scale).phase_processes for scale in ("quick", "full")] == [1, 2]
+    for value in ("0", "33", "1.5"):
+        with pytest.raises(ConfigError, match="phase_processes"):
+            load_experiment(experiment_file(PROCESSES.replace("phase_processes = 2", f"phase_processes = {value}")),
+                            "full")
+    with pytest.raises(ConfigError, match="drop spread"):
+        load_experiment(experiment_file(PAIR.replace("phase_rows = 6", "phase_rows = 6\nphase_processes = 3")),
+                        "full")

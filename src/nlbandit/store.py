@@ -18,15 +18,17 @@ Tables:
   of every round as an integer list.
 * ``curves``: (series_id, seed, metric, t, value) at the recorded rounds, long format: the cumulative curves
   that the run's loop stores (:attr:`nlbandit.loops.base.Loop.metrics`, e.g. ``regret`` and ``reward``).
-* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows, session) for the
-  parts whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting and
-  updating at sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the
+* ``phases``: (series_id, part_first, part_seeds, t, select_s, update_s, update_rows, select_rows, session, process)
+  for the parts whose two phases were timed apart (:mod:`nlbandit.core.phases`): seconds per seed spent selecting
+  and updating at sampled rounds t, each timed call of the selection computing ``select_rows`` rows and each of the
   update ``update_rows`` (the part's seeds, repeated), in the timing ``session`` named by the key of the runs timed
-  together (:func:`nlbandit.experiments.runner.phase_groups`). Timings of an earlier layout get NULL in the columns
-  they lack on opening and are then neither read nor count as timed (a claim that reads them has its run computed
-  and timed again): those stored before the rows were counted were timed on the part's seeds alone, whose share of a
-  call's fixed cost can stand in for a cheap phase's own; those with one ``call_rows`` column for both phases,
-  before the timed calls kept their buffers on malloc's heap, can hold page faults that the engine does not pay
+  together and the number of processes they were timed in (:func:`nlbandit.experiments.runner.phase_session`), by
+  the ``process`` numbered from 0 (the same rounds timed once in each). Timings stored while a session was timed in
+  one process become its process 0 on opening. Timings of earlier layouts get NULL in the columns they lack on
+  opening and are then neither read nor count as timed (a claim that reads them has its run computed and timed
+  again): those stored before the rows were counted were timed on the part's seeds alone, whose share of a call's
+  fixed cost can stand in for a cheap phase's own; those with one ``call_rows`` column for both phases, before the
+  timed calls kept their buffers on malloc's heap, can hold page faults that the engine does not pay
   (:func:`nlbandit.core.phases.heap_allocations`); those without a session were timed one run per process, between
   the chunks of its simulation, where a run's cost shifts from process to process by more than the differences that
   claims compare.
@@ -67,7 +69,7 @@ CREATE TABLE IF NOT EXISTS curves (
     series_id VARCHAR, seed BIGINT, metric VARCHAR, t BIGINT, value DOUBLE);
 CREATE TABLE IF NOT EXISTS phases (
     series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE,
-    update_rows INTEGER, select_rows INTEGER, session VARCHAR);
+    update_rows INTEGER, select_rows INTEGER, session VARCHAR, process INTEGER);
 CREATE TABLE IF NOT EXISTS checkpoints (
     batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
 """
@@ -188,8 +190,9 @@ class StoredRun:
         held, get the run seconds attributable to them (each part's ``run_s`` × its share of the seeds read),
         the sum of the parts' compile seconds, and, when the parts' batch sizes differ, both divided by each
         part's batch size with ``batch_size`` 1.
-      phases: for a run computed in one piece with its phases timed apart, (rounds (Q,), select seconds (Q,),
-        update seconds (Q,)) per seed at the sampled rounds; None otherwise.
+      phases: for a run computed in one piece with its phases timed apart, (rounds (Q,), select seconds (P, Q),
+        update seconds (P, Q)) per seed at the sampled rounds, in each of the P processes its session was timed in;
+        None otherwise.
     """
 
     series_id: str
@@ -231,6 +234,10 @@ _PHASES_ALONE = _PHASES_UNCOUNTED + ["update_rows", "select_rows"]
 """The columns of the ``phases`` table while each run was timed in its own process, to which opening adds the
 session (NULL)."""
 
+_PHASES_ONE_PROCESS = _PHASES_ALONE + ["session"]
+"""The columns of the ``phases`` table while each session was timed in one process, to which opening adds the
+process, 0 where there is a session."""
+
 _DROP_EMPTY_PARTS = """
 DELETE FROM parts WHERE NOT EXISTS (SELECT 1 FROM seeds s WHERE s.series_id = parts.series_id
     AND s.part_first = parts.first_seed AND s.part_seeds = parts.n_seeds);
@@ -267,7 +274,8 @@ class Store:
             found = _columns(self.con)
             if {t: [c for c, _ in found.get(t, [])] for t in _V2_COLUMNS} == _V2_COLUMNS and "series" not in found:
                 self._migrate_v2()
-            elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT, _PHASES_ALONE):
+            elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT, _PHASES_ALONE,
+                                                             _PHASES_ONE_PROCESS):
                 self._unread_phases([c for c, _ in found["phases"]])
             self._check_schema()
             self.con.execute(_SCHEMA)
@@ -277,14 +285,18 @@ class Store:
 
     def _unread_phases(self, columns: list[str]) -> None:
         """Give a ``phases`` table of an earlier layout (``columns``) this layout's columns, NULL where it lacks them:
-        its timings are kept but not read (module doc); one transaction."""
+        its timings are kept but not read (module doc), except those of one session in one process, which become
+        process 0 of their session; one transaction."""
         with self._transaction() as con:
             if columns == _PHASES_ONE_COUNT:
                 con.execute("ALTER TABLE phases DROP COLUMN call_rows")
-            if columns != _PHASES_ALONE:
+            if columns in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT):
                 con.execute("ALTER TABLE phases ADD COLUMN update_rows INTEGER")
                 con.execute("ALTER TABLE phases ADD COLUMN select_rows INTEGER")
-            con.execute("ALTER TABLE phases ADD COLUMN session VARCHAR")
+            if columns != _PHASES_ONE_PROCESS:
+                con.execute("ALTER TABLE phases ADD COLUMN session VARCHAR")
+            con.execute("ALTER TABLE phases ADD COLUMN process INTEGER")
+            con.execute("UPDATE phases SET process = 0 WHERE session IS NOT NULL")
 
     def _check_schema(self) -> None:
         """Refuse a database that is not nlbandit's: one of its tables with other columns, or only other tables."""
@@ -342,7 +354,7 @@ class Store:
                     AND s.seed = m.first_seed + c.seed AND s.part_first = m.first_seed AND s.part_seeds = m.n_seeds""")
             con.execute("""
                 INSERT INTO phases SELECT m.series_id, m.first_seed, m.n_seeds, p.t, p.select_s, p.update_s,
-                    NULL, NULL, NULL
+                    NULL, NULL, NULL, NULL
                 FROM phases_v2 p JOIN runmap m USING (run_id)""")
             con.execute(_DROP_EMPTY_PARTS)
             for table in ("runs", "arms", "curves_v2", "phases_v2", "runmap"):
@@ -451,16 +463,17 @@ class Store:
             con.execute(_DROP_EMPTY_PARTS)
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
-    def save_phases(self, series_id: str, seeds: range, samples, rows: tuple[int, int], session: str) -> None:
-        """Replace the phase timings of the stored part of ``series_id`` computed on ``seeds`` (``samples``:
-        (t, select seconds, update seconds) per seed, :class:`~nlbandit.core.phases.PhaseSample`, from calls on
-        ``rows`` = (selection's, update's) rows, in the timing ``session``), in one transaction."""
+    def save_phases(self, series_id: str, seeds: range, sessions, rows: tuple[int, int], session: str) -> None:
+        """Replace the phase timings of the stored part of ``series_id`` computed on ``seeds`` (``sessions``: per
+        process, the (t, select seconds, update seconds) per seed of each timed round,
+        :class:`~nlbandit.core.phases.PhaseSample`, from calls on ``rows`` = (selection's, update's) rows, in the
+        timing ``session``), in one transaction."""
         part, (select_rows, update_rows) = [series_id, seeds.start, len(seeds)], rows
         with self._transaction() as con:
             con.execute("DELETE FROM phases WHERE series_id = ? AND part_first = ? AND part_seeds = ?", part)
-            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [[*part, int(t), float(a), float(b), int(update_rows), int(select_rows), session]
-                             for t, a, b in samples])
+            con.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [[*part, int(t), float(a), float(b), int(update_rows), int(select_rows), session, process]
+                             for process, samples in enumerate(sessions) for t, a, b in samples])
 
     def load(self, series_id: str, seeds: Iterable[int], with_arms: bool = False) -> StoredRun:
         """Read ``seeds`` of a stored series back (``KeyError`` naming the series if one of them is not stored;
@@ -500,11 +513,12 @@ class Store:
                                     " ORDER BY w.i, s.seed").fetchall():
                 arms.setdefault(i, []).append(a)
         phases: dict[tuple[str, int, int], list] = {}
-        for series_id, first, size, t, select_s, update_s in con.execute(
-                "SELECT series_id, part_first, part_seeds, t, select_s, update_s FROM phases WHERE list_contains(?, "
-                "series_id) AND update_rows IS NOT NULL AND select_rows IS NOT NULL AND session IS NOT NULL "
-                "ORDER BY series_id, part_first, part_seeds, t", [ids]).fetchall():
-            phases.setdefault((series_id, first, size), []).append((t, select_s, update_s))
+        for series_id, first, size, process, t, select_s, update_s in con.execute(
+                "SELECT series_id, part_first, part_seeds, process, t, select_s, update_s FROM phases WHERE "
+                "list_contains(?, series_id) AND update_rows IS NOT NULL AND select_rows IS NOT NULL AND session IS "
+                "NOT NULL AND process IS NOT NULL ORDER BY series_id, part_first, part_seeds, process, t",
+                [ids]).fetchall():
+            phases.setdefault((series_id, first, size), []).append((process, t, select_s, update_s))
         out = []
         for i, (series_id, seeds) in enumerate(requests):
             parts = held.get(i, [])
@@ -540,7 +554,14 @@ class Store:
         timed = None
         if len(held) == 1 and (held[0][0], held[0][1]) == (wanted[0], len(wanted)):
             sampled = phases.get((series_id, wanted[0], len(wanted)))
-            timed = None if not sampled else tuple(np.array(column) for column in zip(*sampled))
+            if sampled:
+                process, t, select_s, update_s = (np.array(column) for column in zip(*sampled))
+                n = int(process.max()) + 1  # (rows ordered by process, then round)
+                if t.size % n or (np.bincount(process, minlength=n) != t.size // n).any() or (
+                        t.reshape(n, -1) != t[:t.size // n]).any():
+                    raise ValueError(f"stored run {series_id}: its processes' phase timings are at different rounds; "
+                                     "delete it and compute it again")
+                timed = (t[:t.size // n], select_s.reshape(n, -1), update_s.reshape(n, -1))
         return StoredRun(series_id, head[0], json.loads(head[1]), tuple(wanted), rounds[0], curves, compile_s, run_s,
                          1 if per_batch else sizes.pop(), len(held), None if arms is None else
                          np.array(arms, dtype=np.int32), timed)

@@ -24,8 +24,9 @@ from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field
 
 class Timing(NamedTuple):
     """A run's measured times in µs per seed-round: ``run``, the whole round (compilation excluded), and,
-    for a run whose phases were timed apart, ``select`` and ``update`` (means over the sampled rounds) and
-    ``sampled``: (the sampled rounds, select + update at each)."""
+    for a run whose phases were timed apart, ``select`` and ``update`` (means over the sampled rounds and the
+    processes they were timed in) and ``sampled``: (the Q sampled rounds (Q,), select + update at each in each of
+    the P processes (P, Q))."""
 
     run: float
     select: float | None = None
@@ -117,6 +118,20 @@ def paired_interval(diff: np.ndarray, stat: str = "mean") -> Interval:
     if k == 0:
         return Interval(float(np.median(diff)), -math.inf, math.inf)
     return Interval(float(np.median(diff)), float(ordered[k - 1]), float(ordered[diff.size - k]))
+
+
+def process_interval(diff: np.ndarray) -> Interval:
+    """The mean of differences timed at the same Q rounds in each of P processes, ``diff`` (P, Q), with its 95%
+    confidence interval over both: the grand mean's standard error from the spread of the processes' means (over
+    P) and of the rounds' means (over Q), added in quadrature (which counts their residual twice, so it errs wide),
+    Student t at P − 1 degrees of freedom. Unbounded with fewer than two processes or rounds."""
+    n_processes, n_rounds = diff.shape
+    centre = float(diff.mean())
+    if n_processes < 2 or n_rounds < 2:
+        return Interval(centre, -math.inf, math.inf)
+    variance = np.var(diff.mean(axis=1), ddof=1) / n_processes + np.var(diff.mean(axis=0), ddof=1) / n_rounds
+    half = t_quantile_975(n_processes - 1) * math.sqrt(float(variance))
+    return Interval(centre, centre - half, centre + half)
 
 
 def _number(value, what: str, interval: bool = False):
@@ -420,11 +435,23 @@ class _Evaluator:
             if not np.array_equal(rounds_a, rounds_b):
                 raise ConfigError(f"{ast.unparse(node)}: the two runs were timed at different rounds ({rounds_a} "
                                   f"and {rounds_b}); give them the same horizon")
-            value = paired_interval(own_a - own_b)
-            widen = spread * float(own_a.mean() + own_b.mean()) / 2
-            value = Interval(value.mean, value.lo - widen, value.hi + widen)
-            self.trace.append((f"{ast.unparse(node)} = {value.text()}: the 95% CI over {rounds_a.size} sampled rounds"
-                               + (f", widened by ±{widen:.2f}" if spread else ""), value.mean))
+            if own_a.shape != own_b.shape:
+                raise ConfigError(f"{ast.unparse(node)}: the two runs were timed in {own_a.shape[0]} and "
+                                  f"{own_b.shape[0]} processes; time them in one group (the same seeds)")
+            processes = own_a.shape[0]
+            if processes > 1 and spread:
+                raise ConfigError(f"{ast.unparse(node)}: spread widens the interval of a timing in one process for "
+                                  f"the shift between processes; these runs were timed in {processes}, whose "
+                                  "interval measures it: drop spread")
+            if processes > 1:
+                value = process_interval(own_a - own_b)
+                over = f"{processes} processes × {rounds_a.size} sampled rounds"
+            else:
+                value = paired_interval(own_a[0] - own_b[0])
+                widen = spread * float(own_a.mean() + own_b.mean()) / 2
+                value = Interval(value.mean, value.lo - widen, value.hi + widen)
+                over = f"{rounds_a.size} sampled rounds" + (f", widened by ±{widen:.2f}" if spread else "")
+            self.trace.append((f"{ast.unparse(node)} = {value.text()}: the 95% CI over {over}", value.mean))
             return value
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
             threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
@@ -626,7 +653,8 @@ def validate_claim(check: str, exp, where: str) -> None:
             what = "rewards" if metric == "reward" else f"{metric!r} curve"
             raise ConfigError(f"{metric}({label!r}): a {exp.loop} run stores no {what}")
         select(label, case)
-        return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, (np.arange(1, 3), np.ones(2)))
+        sampled = (np.arange(1, 3), np.ones((exp.phase_processes, 2)))  # (a spread refused for several processes)
+        return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, sampled)
 
     try:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp), claim_functions(exp.loop))

@@ -121,9 +121,9 @@ class BatchStore:
         """Record finished runs for the driver to store."""
         self.saved.append(("save_runs", (batch_id, rows)))
 
-    def save_phases(self, series_id: str, seeds: range, samples: Any, rows: tuple[int, int], session: str) -> None:
+    def save_phases(self, series_id: str, seeds: range, sessions: Any, rows: tuple[int, int], session: str) -> None:
         """Record a run's phase timings for the driver to store (after its runs)."""
-        self.saved.append(("save_phases", (series_id, seeds, samples, rows, session)))
+        self.saved.append(("save_phases", (series_id, seeds, sessions, rows, session)))
 
 
 def _timed(job: Job, store: Any, **options: Any) -> float:

@@ -87,6 +87,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         untuned=bool(spec.tune and spec.tune["untuned"]),
         ci=top["ci"],
         phase_rows=PhaseRows(top["select_rows"] or top["phase_rows"], top["phase_rows"]),
+        phase_processes=spec.scales.get(scale, {}).get("phase_processes") or top["phase_processes"],
         missing=missing,
     )
     for name in exp.plots + exp.diagnostics:

@@ -11,7 +11,9 @@ again so when the store has it in pieces or from a batch of several (another exp
 batch runs at the pace of its slowest lane; a run whose select and update times a claim reads is computed
 alone with its phases timed apart (:func:`~nlbandit.experiments.claims.phased_runs`,
 :mod:`nlbandit.loops.phases`), in one job and one timing session with the other such runs of the same horizon
-and seeds (:func:`phase_groups`), so that their costs compare within one process.
+and seeds (:func:`phase_groups`), so that their costs compare within one process; with ``phase_processes`` > 1 that
+session is repeated in as many fresh processes (:func:`time_sessions`), so that a claim reads how much a cost
+shifts from process to process.
 
 The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, worker processes, or Ray
 workers); those whose times a claim reads go after the others are done, one at a time
@@ -21,11 +23,13 @@ workers); those whose times a claim reads go after the others are done, one at a
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Any, Callable
 
-from nlbandit.core.phases import PhaseRows, time_phases
+from nlbandit.core.phases import PhaseRows, PhaseSample, PhaseTimer, time_phases
 from nlbandit.core.simulate import SimProgress
 from nlbandit.experiments.claims import phased_runs, timed_runs
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
@@ -119,24 +123,30 @@ class Missing:
 def phase_groups(runs: list[RunConfig], phased: set[str]) -> dict[str, list[RunConfig]]:
     """The runs of ``runs`` in ``phased`` (by ``run_id``, each once) grouped by horizon and seeds: each run's
     group by its ``run_id``. A group's runs are computed by one job and timed in one session
-    (:func:`nlbandit.core.phases.time_phases`), which :func:`~nlbandit.loops.base.batch_id` of the group names."""
+    (:func:`nlbandit.core.phases.time_phases`), which :func:`phase_session` names."""
     groups: dict[tuple[int, int, int], list[RunConfig]] = {}
     for run in {r.run_id: r for r in runs if r.run_id in phased}.values():
         groups.setdefault((run.horizon, run.seed_offset, run.n_seeds), []).append(run)
     return {run.run_id: group for group in groups.values() for run in group}
 
 
+def phase_session(group: list[RunConfig], processes: int) -> str:
+    """The key of the timing session of a phase group (:func:`phase_groups`) timed in ``processes`` processes
+    (:func:`time_sessions`): :func:`~nlbandit.loops.base.batch_id` of the group, and the count when above one."""
+    return batch_id(group) + (f"x{processes}" if processes > 1 else "")
+
+
 def missing(store: Store, runs: list[RunConfig], timed: set[str] = frozenset(),
-            phased: set[str] = frozenset(), phase_rows: PhaseRows = PhaseRows()) -> Missing:
+            phased: set[str] = frozenset(), phase_rows: PhaseRows = PhaseRows(), phase_processes: int = 1) -> Missing:
     """What of ``runs`` (equal ``run_id`` counted once) ``store`` lacks. A run in ``timed`` (by ``run_id``) is
     complete only when one stored part computed exactly its seeds alone, one in ``phased`` when that part has
     its phases timed apart on the rows ``phase_rows`` asks for (:meth:`~nlbandit.core.phases.PhaseRows.of_seeds`)
-    in the session of its group (:func:`phase_groups`), as are all its group's; it is computed whole otherwise.
-    Any other run lacks only its seeds not stored."""
+    in the session of its group timed in ``phase_processes`` processes (:func:`phase_session`), as are all its
+    group's; it is computed whole otherwise. Any other run lacks only its seeds not stored."""
     unique = list({r.run_id: r for r in runs}.values())
     parts = store.parts(r.series_id for r in unique)
     groups = phase_groups(unique, phased)
-    sessions = {id(group): batch_id(group) for group in groups.values()}
+    sessions = {id(group): phase_session(group, phase_processes) for group in groups.values()}
 
     def complete(run: RunConfig) -> bool:
         wanted = (phase_rows.of_seeds(run.n_seeds), sessions[id(groups[run.run_id])]) if run.run_id in phased else None
@@ -199,7 +209,7 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     tag, log = named(name, log)
     timed, phased = timed_runs(exp), phased_runs(exp)
-    lacking = missing(store, exp.runs, timed, phased, exp.phase_rows)
+    lacking = missing(store, exp.runs, timed, phased, exp.phase_rows, exp.phase_processes)
     for line in lacking.describe(store):
         log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
@@ -265,8 +275,8 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
                    batch: list[RunConfig], tag: str, chunk_size: int,
                    on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
     """Compute the runs of a phase group (:func:`phase_groups`) one at a time, each alone, keeping the inputs of
-    their sampled rounds; then time their select and update phases in one session
-    (:func:`~nlbandit.core.phases.time_phases`) and store the timings (the ``compute`` of a
+    their sampled rounds; then time their select and update phases in one session, in each of the experiment's
+    ``phase_processes`` processes (:func:`time_sessions`), and store the timings (the ``compute`` of a
     :class:`~nlbandit.experiments.executors.Job`). Each run starts from its first round even where a checkpoint of
     it was stored (an interrupted computation): its timer must see every chunk."""
     timers = []
@@ -281,12 +291,41 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
         LOOPS[exp.loop].run_batch(exp, _FromTheStart(store), [run], tag, progress=progress, log=log,
                                   on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, run.horizon))
         timers.append(timer)
-    time_phases(timers)
-    session = batch_id(batch)
-    for run, timer in zip(batch, timers):
-        store.save_phases(run.series_id, run.seeds, timer.samples, timer.rows, session)
-        select, update = (1e6 * fmean(column) for column in list(zip(*timer.samples))[1:])
+    sessions = time_sessions(exp, batch, timers)
+    session, where = phase_session(batch, exp.phase_processes), (
+        "one process" if exp.phase_processes == 1 else f"each of {exp.phase_processes} fresh processes")
+    for i, (run, timer) in enumerate(zip(batch, timers)):
+        samples = [timed[i] for timed in sessions]
+        store.save_phases(run.series_id, run.seeds, samples, timer.rows, session)
+        select, update = (1e6 * fmean(column) for column in list(zip(*(s for p in samples for s in p)))[1:])
         case = f" ({run.case_label})" if run.case_label else ""
-        log(f"{tag} {run.label}{case}: phases timed apart at {len(timer.samples)} rounds, in one session with "
-            f"{len(batch) - 1} other run(s): select {select:.1f}, update {update:.1f} µs per seed-round (calls of "
-            f"{timer.rows.select} and {timer.rows.update} rows)")
+        log(f"{tag} {run.label}{case}: phases timed apart at {len(samples[0])} rounds, in one session with "
+            f"{len(batch) - 1} other run(s) in {where}: select {select:.1f}, update {update:.1f} µs per seed-round "
+            f"(calls of {timer.rows.select} and {timer.rows.update} rows)")
+
+
+def time_sessions(exp: Experiment, batch: list[RunConfig], timers: list[PhaseTimer]) -> list[list[list[PhaseSample]]]:
+    """Time the kept rounds of ``timers`` (those of the runs ``batch``, simulated) in one session
+    (:func:`~nlbandit.core.phases.time_phases`) in each of ``exp.phase_processes`` processes: with one, in this
+    process; with more, in as many fresh ones (``spawn``, one after another, each rebuilding the runs' timers and
+    handed their kept rounds), so that the spread of a cost between processes, which one session does not show, is
+    measured. Returns per process the samples of each timer."""
+    if exp.phase_processes == 1:
+        time_phases(timers)
+        return [[timer.samples for timer in timers]]
+    kept, context = [timer.kept for timer in timers], multiprocessing.get_context("spawn")
+    sessions = []
+    for _ in range(exp.phase_processes):
+        with ProcessPoolExecutor(1, mp_context=context) as process:
+            sessions.append(process.submit(_session, exp, batch, kept).result())
+    return sessions
+
+
+def _session(exp: Experiment, batch: list[RunConfig], kept: list[list]) -> list[list[PhaseSample]]:
+    """In a fresh process (:func:`time_sessions`): the samples of one session over the rounds ``kept`` of the runs
+    ``batch``, per run."""
+    timers = [PHASE_TIMERS[exp.loop](run, exp.phase_rows) for run in batch]
+    for timer, rounds in zip(timers, kept):
+        timer.kept = rounds
+    time_phases(timers)
+    return [timer.samples for timer in timers]

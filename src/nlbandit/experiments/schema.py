@@ -25,6 +25,9 @@ from nlbandit.loops import DEFAULT_LOOP, LOOPS
 
 SCALES = ("quick", "full")
 
+MAX_PHASE_PROCESSES = 32
+"""The most processes an experiment file may have its runs timed apart in (``phase_processes``)."""
+
 _TOP = (
     Hyper("name", None, "experiment name", kind=str, optional=True),
     Hyper("paper", None, "paper folder (zhao2023, bae2025, kveton2020, sun2025)", kind=str, optional=True),
@@ -47,6 +50,9 @@ _TOP = (
           low=1, high=MAX_PHASE_ROWS),
     Hyper("select_rows", None, "the fewest rows of a timed call of the selection alone (omitted: phase_rows)",
           kind=int, low=1, high=MAX_PHASE_ROWS, optional=True),
+    Hyper("phase_processes", 1, "the fresh processes, one after another, in each of which the runs timed apart are "
+          "timed in one session (1: in the process that simulated them); phase_diff reads the spread between them",
+          kind=int, low=1, high=MAX_PHASE_PROCESSES),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
@@ -65,6 +71,8 @@ _SCALE_KEYS = (
     Hyper("tune_seeds", None, "number of tuning seeds ([tune] seeds)", kind=int, low=1, optional=True),
     Hyper("tune", None, "false: no tuning at this scale, every series at its own hyperparameters", kind=bool,
           optional=True),
+    Hyper("phase_processes", None, "the processes the runs timed apart are timed in, at this scale", kind=int, low=1,
+          high=MAX_PHASE_PROCESSES, optional=True),
 )
 OBJECTIVES = ("min-regret", "max-reward")
 """What tuning optimises: the mean final cumulative regret (minimised) or reward (maximised)."""

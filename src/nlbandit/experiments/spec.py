@@ -170,6 +170,7 @@ class Experiment:
     diagnostics: tuple[str, ...] = ()
     ci: float | None = None  # the report's interval level (Student t); None: 95% normal intervals
     phase_rows: PhaseRows = PhaseRows()  # the fewest rows of a timed call per phase (nlbandit.core.phases)
+    phase_processes: int = 1  # the processes a session of runs timed apart is timed in (runner.time_sessions)
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
     tuned: tuple = ()  # once ``runs`` holds the chosen runs, the TuningResults they were chosen by
     # (:func:`nlbandit.experiments.tuning.tune_experiment`)

@@ -74,8 +74,8 @@ class Row:
 
     def timing(self) -> Timing:
         """The run's :class:`~nlbandit.experiments.claims.Timing`: µs per seed-round of the whole round and,
-        when its phases were timed apart, of selection and update (means over the sampled rounds, and their sum
-        at each)."""
+        when its phases were timed apart, of selection and update (means over the sampled rounds and processes,
+        and their sum at each round in each process)."""
         if self.stored.phases is None:
             return Timing(self.us_per_seed_round())
         rounds, select, update = self.stored.phases
@@ -251,11 +251,12 @@ def plot_phases(exp: Experiment, timed: list[Row], path: Path) -> None:
     bars.grid(alpha=0.3, axis="y")
     for i, (r, name) in enumerate(zip(timed, names)):
         t, sel, upd = r.stored.phases
-        lines.plot(t, 1e6 * sel, color=f"C{i % 10}", ls=":", marker=".", lw=1)
-        lines.plot(t, 1e6 * upd, color=f"C{i % 10}", ls="-", marker=".", lw=1.4, label=name)
+        lines.plot(t, 1e6 * sel.mean(axis=0), color=f"C{i % 10}", ls=":", marker=".", lw=1)
+        lines.plot(t, 1e6 * upd.mean(axis=0), color=f"C{i % 10}", ls="-", marker=".", lw=1.4, label=name)
     lines.set_yscale("log")
     lines.set_xlabel("round t")
-    lines.set_ylabel("µs per seed-round (solid: update, dotted: select)")
+    lines.set_ylabel("µs per seed-round (solid: update, dotted: select)"
+                     + (f", mean of {exp.phase_processes} processes" if exp.phase_processes > 1 else ""))
     lines.grid(alpha=0.3)
     lines.legend(fontsize=8)
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds vectorised): select and update "
@@ -271,6 +272,14 @@ def _rows_per_call(rows: PhaseRows) -> str:
     return f"{rows.select} rows per call of `act` and {rows.update} per call of `update`"
 
 
+def _session_processes(processes: int) -> str:
+    """Where a session of timed calls ran (:func:`nlbandit.experiments.runner.time_sessions`), in words."""
+    if processes == 1:
+        return "in one process"
+    return (f"repeated in each of {processes} fresh processes, one after another (a claim comparing two runs' costs "
+            "reads the spread between processes as well as between rounds)")
+
+
 def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     """The report's section on the runs whose phases were timed apart (none: no section)."""
     timed = [r for r in rows if r.stored.phases is not None]
@@ -280,20 +289,21 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
     lines = ["", "## Select and update time", "",
              f"Each run below was computed alone, keeping its states after each of its chunks; once the runs of "
              "one horizon and seeds were all computed, the policies' jitted `act` and `update` were timed apart on "
-             "those states in one session, in one process (at each sampled round each run's calls in turn, the "
-             f"first run rotating; its {exp.n_seeds} seeds vectorised and repeated to "
+             f"those states in one session, {_session_processes(exp.phase_processes)} (at each sampled round each "
+             f"run's calls in turn, the first run rotating; its {exp.n_seeds} seeds vectorised and repeated to "
              f"{_rows_per_call(exp.phase_rows.of_seeds(exp.n_seeds))}, so that a call's fixed cost of dispatch, "
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
              "calls over its rows, their buffers kept on malloc's heap; "
              "`nlbandit.core.phases`). "
-             "Times are per seed-round, averaged over the sampled rounds; seconds "
+             "Times are per seed-round, averaged over the sampled rounds"
+             + (" and the processes" if exp.phase_processes > 1 else "") + "; seconds "
              "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
              "first.", "", f"![select and update time]({png.name})", "",
              "| policy | case | sampled rounds | select µs / seed-round | update µs / seed-round | select s / run | "
              "update s / run | update late/early |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in timed:
         t, _, upd = r.stored.phases
-        timing = r.timing()
+        upd, timing = upd.mean(axis=0), r.timing()
         lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {t[0]}..{t[-1]} ({t.size}) | "
                      f"{timing.select:.1f} | {timing.update:.1f} | {timing.select * exp.horizon / 1e6:.2f} | "
                      f"{timing.update * exp.horizon / 1e6:.2f} | {upd[-1] / upd[0]:.2f} |")
