@@ -274,10 +274,7 @@ def _rows_per_call(rows: PhaseRows) -> str:
 
 def _session_processes(processes: int) -> str:
     """Where a session of timed calls ran (:func:`nlbandit.experiments.runner.time_sessions`), in words."""
-    if processes == 1:
-        return "in one process"
-    return (f"repeated in each of {processes} fresh processes, one after another (a claim comparing two runs' costs "
-            "reads the spread between processes as well as between rounds)")
+    return "in one process" if processes == 1 else f"repeated in each of {processes} fresh processes, one after another"
 
 
 def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
@@ -295,7 +292,9 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
              "calls over its rows, their buffers kept on malloc's heap; "
              "`nlbandit.core.phases`). "
-             "Times are per seed-round, averaged over the sampled rounds"
+             + ("A difference of two runs' costs (`phase_diff`) has its interval over the processes and the rounds. "
+                if exp.phase_processes > 1 else "")
+             + "Times are per seed-round, averaged over the sampled rounds"
              + (" and the processes" if exp.phase_processes > 1 else "") + "; seconds "
              "per run are that average × T. *Late/early*: the update time at the last sampled round over the "
              "first.", "", f"![select and update time]({png.name})", "",
