@@ -494,6 +494,16 @@ def test_runs_compared_are_timed_in_each_of_several_fresh_processes(experiment_f
         assert store.con.execute("SELECT DISTINCT session, process FROM phases").fetchall() == [(batch_id(exp.runs), 0)]
 
 
+def test_several_timing_processes_start_from_an_executors_worker(experiment_file, tmp_path):
+    # The processes executor computes a phase group on one of its (spawned) workers, which starts the timing
+    # processes itself; their samples come back through the driver like the runs'.
+    exp = load_experiment(experiment_file(PROCESSES), "full")
+    with Store(tmp_path / "p.duckdb") as store, contextlib.closing(ProcessExecutor(2)) as executor:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None, executor=executor) == 2
+        assert store.con.execute("SELECT process, count(DISTINCT series_id), count(*) FROM phases GROUP BY process "
+                                 "ORDER BY process").fetchall() == [(0, 2, 20), (1, 2, 20)]
+
+
 def test_timings_of_one_process_per_session_stay_read_as_its_process_0(experiment_file, tmp_path):
     # A database whose phases table predates the process column (each session timed in one process): opening adds
     # it, 0 where there is a session; the timings are read as before and the runs are not timed again.
