@@ -79,3 +79,26 @@ def test_bad_input_is_refused_with_the_argument_named(change, message):
     args.update(change)
     with pytest.raises(ValueError, match=message):
         estimate(args.pop("name"), **args)
+
+
+@pytest.mark.parametrize("n", [1, 60, 5000])  # 5000: the resamples drawn in two blocks of 838 and 162
+def test_estimates_share_one_draw_and_match_a_direct_reference(n):
+    # All three estimators from one call, on the same resamples, equal each one's own call and a direct float64
+    # reference: the point estimates by their formulas, the intervals the quantiles of the formulas on resamples
+    # drawn as documented (NumPy's generator seeded by `seed`, blocks of at most 2**22 indices).
+    from nlbandit.replay.estimators import estimates
+
+    a, r, p, target, q, _ = logged(n, 9)
+    found = estimates(("dr", "ips", "snips"), a, r, p, target, q, resamples=1000, level=0.9, seed=4)
+    assert list(found) == ["dr", "ips", "snips"]
+    w = target[np.arange(n), a] / p
+    terms = {"ips": lambda i: (w * r)[i].mean(axis=-1),
+             "snips": lambda i: (w * r)[i].sum(axis=-1) / np.maximum(w[i].sum(axis=-1), 1e-300),  # 0 at Σw = 0
+             "dr": lambda i: ((target * q).sum(axis=1) + w * (r - q[np.arange(n), a]))[i].mean(axis=-1)}
+    rng, block = np.random.default_rng(4), 2**22 // n
+    draws = np.concatenate([rng.integers(0, n, (min(block, 1000 - s), n)) for s in range(0, 1000, block)])
+    for name, formula in terms.items():
+        lo, hi = np.quantile(formula(draws), [0.05, 0.95])
+        assert (found[name].value, found[name].lo, found[name].hi) == pytest.approx(
+            (formula(np.arange(n)), lo, hi), rel=1e-12, abs=1e-15)
+        assert estimate(name, a, r, p, target, q, resamples=1000, level=0.9, seed=4) == found[name]

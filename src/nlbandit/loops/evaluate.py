@@ -63,7 +63,7 @@ from nlbandit.loops.base import Computed, Loop
 from nlbandit.loops.files import NamesPaths
 from nlbandit.policies.registry import (POLICIES, build_policy, check_policy_env, policy_entry, policy_memory,
                                         split_policy_config)
-from nlbandit.replay.estimators import ESTIMATORS, estimate
+from nlbandit.replay.estimators import ESTIMATORS, estimates
 from nlbandit.service.app import RequestError, agent_config
 from nlbandit.service.evaluate import (agent_folder, estimable_events, log_digest, read_log, replay_log)
 from nlbandit.service.fleet import DEFAULT, Fleet
@@ -349,11 +349,11 @@ def _estimates(run: Any, log: _Log, seed: int, points: np.ndarray) -> dict[str, 
         raise ConfigError(f"the log of {log.folder} holds {len(found.events)} rewarded decisions with a logged "
                           f"probability ({found.skipped} without one), fewer than the horizon {run.horizon}")
     curves: dict[str, np.ndarray] = {}
+    at = [estimates(ESTIMATORS, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
+                    found.q_hat[:n], resamples=run.env["resamples"], level=run.env["level"]) for n in points]
     for name in ESTIMATORS:
-        at = [estimate(name, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
-                       found.q_hat[:n], resamples=run.env["resamples"], level=run.env["level"]) for n in points]
         for part, field in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
-            curves[name + part] = np.array([getattr(e, field) for e in at])
+            curves[name + part] = np.array([getattr(e[name], field) for e in at])
     curves["regret"] = points * curves["dr"]
     if log.means is not None:
         values = (found.target * log.means[found.events - 1]).sum(axis=1)

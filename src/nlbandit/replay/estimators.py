@@ -65,15 +65,21 @@ def _check(actions, rewards, propensities, target, q_hat) -> tuple[np.ndarray, .
     return actions.astype(np.int64), rewards, propensities, target, q_hat
 
 
-def _values(name: str, w: np.ndarray, r: np.ndarray, direct: np.ndarray | None, q_logged: np.ndarray | None,
-            idx: np.ndarray) -> np.ndarray:
-    """The estimate ``name`` on the event resamples ``idx`` (B, n) (one row per resample)."""
-    wr = (w * r)[idx]
-    if name == "ips":
-        return wr.mean(axis=1)
+def _terms(names: tuple[str, ...], w: np.ndarray, r: np.ndarray, direct: np.ndarray | None,
+           q_logged: np.ndarray | None) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per estimator of ``names``, the per-event terms its resamples average or sum (module docstring): IPS
+    w_i r_i; SNIPS w_i r_i and w_i; DR the direct value plus w_i (r_i − q̂(x_i, a_i))."""
+    wr = w * r
+    found = {"ips": lambda: (wr,), "snips": lambda: (wr, w), "dr": lambda: (direct + w * (r - q_logged),)}
+    return {name: found[name]() for name in names}
+
+
+def _values(name: str, terms: tuple[np.ndarray, ...], idx: np.ndarray) -> np.ndarray:
+    """The estimate ``name`` from its per-event ``terms`` (:func:`_terms`) on the event resamples ``idx`` (B, n),
+    one value per resample."""
     if name == "snips":
-        return wr.sum(axis=1) / np.maximum(w[idx].sum(axis=1), 1e-300)
-    return (direct[idx] + w[idx] * (r[idx] - q_logged[idx])).mean(axis=1)
+        return terms[0][idx].sum(axis=1) / np.maximum(terms[1][idx].sum(axis=1), 1e-300)
+    return terms[0][idx].mean(axis=1)
 
 
 def estimate(name: str, actions, rewards, propensities, target, q_hat=None, *, resamples: int = 1000,
@@ -87,22 +93,44 @@ def estimate(name: str, actions, rewards, propensities, target, q_hat=None, *, r
     Raises:
       ValueError: an unknown name, malformed or inconsistent arrays, a propensity outside (0, 1].
     """
-    if name not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {name!r}")
-    if name == "dr" and q_hat is None:
+    return estimates((name,), actions, rewards, propensities, target, q_hat, resamples=resamples, level=level,
+                     seed=seed)[name]
+
+
+def estimates(names, actions, rewards, propensities, target, q_hat=None, *, resamples: int = 1000,
+              level: float = 0.95, seed: int = 0) -> dict[str, Estimate]:
+    """:func:`estimate` of each estimator of ``names`` on the same data, by name: each the same numbers as its own
+    call, its bootstrap on the same resamples (one draw of them serves all). ``q_hat`` is required when ``names``
+    holds ``dr``.
+
+    Raises:
+      ValueError: as :func:`estimate`; no name.
+    """
+    names = tuple(dict.fromkeys(names))
+    unknown = [name for name in names if name not in ESTIMATORS]
+    if unknown or not names:
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {unknown[0] if unknown else 'none'!r}")
+    if "dr" in names and q_hat is None:
         raise ValueError("the doubly robust estimator needs q_hat, a reward model's (n, K) predictions")
     if not (isinstance(resamples, int) and resamples >= 1) or not 0 < level < 1:
         raise ValueError(f"resamples must be an integer >= 1 and level in (0, 1), got {resamples!r}, {level!r}")
-    actions, r, p, target, q_hat = _check(actions, rewards, propensities, target, q_hat if name == "dr" else None)
+    actions, r, p, target, q_hat = _check(actions, rewards, propensities, target, q_hat if "dr" in names else None)
     n = r.size
     w = target[np.arange(n), actions] / p
     direct = q_logged = None
-    if name == "dr":
+    if "dr" in names:
         direct, q_logged = (target * q_hat).sum(axis=1), q_hat[np.arange(n), actions]
-    value = float(_values(name, w, r, direct, q_logged, np.arange(n)[None])[0])
+    terms = _terms(names, w, r, direct, q_logged)
+    values = {name: float(_values(name, terms[name], np.arange(n)[None])[0]) for name in names}
     rng = np.random.default_rng(seed)
     chunk = max(1, 2**22 // n)  # resamples drawn in blocks of at most ~4M indices
-    boot = np.concatenate([_values(name, w, r, direct, q_logged, rng.integers(0, n, (min(chunk, resamples - s), n)))
-                           for s in range(0, resamples, chunk)])
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return Estimate(name, value, float(lo), float(hi), level)
+    boot: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for s in range(0, resamples, chunk):
+        idx = rng.integers(0, n, (min(chunk, resamples - s), n))
+        for name in names:
+            boot[name].append(_values(name, terms[name], idx))
+    out = {}
+    for name in names:
+        lo, hi = np.quantile(np.concatenate(boot[name]), [(1 - level) / 2, (1 + level) / 2])
+        out[name] = Estimate(name, values[name], float(lo), float(hi), level)
+    return out

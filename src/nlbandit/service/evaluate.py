@@ -29,7 +29,7 @@ import numpy as np
 
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
-from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimate
+from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimates
 from nlbandit.service.fleet import NAME
 from nlbandit.service.journal import decode_array, read_journal, segments
 
@@ -195,8 +195,8 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
         raise ConfigError(f"evaluate: estimators must be among {', '.join(ESTIMATORS)}, got {list(estimators)}")
     r = replay_log(folder, policy, hyperparameters, seed=seed, agent=agent, estimate_draws=estimate_draws,
                    ridge=ridge)
-    found = [estimate(name, r.arms, r.rewards, r.propensities, r.target, r.q_hat, resamples=resamples, level=level)
-             for name in estimators]
+    found = list(estimates(estimators, r.arms, r.rewards, r.propensities, r.target, r.q_hat, resamples=resamples,
+                           level=level).values())
     return Evaluation(found, len(r.events), r.skipped, float(r.rewards.mean()), r.target)
 
 
