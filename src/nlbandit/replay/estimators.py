@@ -65,13 +65,15 @@ def _check(actions, rewards, propensities, target, q_hat) -> tuple[np.ndarray, .
     return actions.astype(np.int64), rewards, propensities, target, q_hat
 
 
-def _terms(names: tuple[str, ...], w: np.ndarray, r: np.ndarray, direct: np.ndarray | None,
-           q_logged: np.ndarray | None) -> dict[str, tuple[np.ndarray, ...]]:
-    """Per estimator of ``names``, the per-event terms its resamples average or sum (module docstring): IPS
-    w_i r_i; SNIPS w_i r_i and w_i; DR the direct value plus w_i (r_i − q̂(x_i, a_i))."""
-    wr = w * r
-    found = {"ips": lambda: (wr,), "snips": lambda: (wr, w), "dr": lambda: (direct + w * (r - q_logged),)}
-    return {name: found[name]() for name in names}
+def _terms(name: str, w: np.ndarray, r: np.ndarray, direct: np.ndarray | None,
+           q_logged: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """The per-event terms whose resamples estimator ``name`` averages or sums (module docstring): IPS w_i r_i;
+    SNIPS w_i r_i and w_i; DR the direct value plus w_i (r_i − q̂(x_i, a_i))."""
+    if name == "ips":
+        return (w * r,)
+    if name == "snips":
+        return w * r, w
+    return (direct + w * (r - q_logged),)
 
 
 def _values(name: str, terms: tuple[np.ndarray, ...], idx: np.ndarray) -> np.ndarray:
@@ -120,7 +122,7 @@ def estimates(names, actions, rewards, propensities, target, q_hat=None, *, resa
     direct = q_logged = None
     if "dr" in names:
         direct, q_logged = (target * q_hat).sum(axis=1), q_hat[np.arange(n), actions]
-    terms = _terms(names, w, r, direct, q_logged)
+    terms = {name: _terms(name, w, r, direct, q_logged) for name in names}
     values = {name: float(_values(name, terms[name], np.arange(n)[None])[0]) for name in names}
     rng = np.random.default_rng(seed)
     chunk = max(1, 2**22 // n)  # resamples drawn in blocks of at most ~4M indices

@@ -195,9 +195,10 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
         raise ConfigError(f"evaluate: estimators must be among {', '.join(ESTIMATORS)}, got {list(estimators)}")
     r = replay_log(folder, policy, hyperparameters, seed=seed, agent=agent, estimate_draws=estimate_draws,
                    ridge=ridge)
-    found = list(estimates(estimators, r.arms, r.rewards, r.propensities, r.target, r.q_hat, resamples=resamples,
-                           level=level).values())
-    return Evaluation(found, len(r.events), r.skipped, float(r.rewards.mean()), r.target)
+    by_name = estimates(estimators, r.arms, r.rewards, r.propensities, r.target, r.q_hat, resamples=resamples,
+                        level=level)
+    return Evaluation([by_name[name] for name in estimators], len(r.events), r.skipped, float(r.rewards.mean()),
+                      r.target)
 
 
 def _probabilities(record: dict[str, Any]) -> list[float | None]:
