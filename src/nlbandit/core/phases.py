@@ -15,7 +15,9 @@ shifted from process to process by more than the differences to resolve: Sun et 
 against Lin-UCB, 320 rows, one core, 2026-11-28) read −0.55 to +1.24 µs per seed-round in five processes (the
 pair's mean cost 3.0), while in one session each, after the runs, five processes read +0.46 to +0.66 (mean cost
 about 2) and five more +0.59 to +1.29: a session still shifts with its process, by less
-(``benchmarks/phases.py`` measures it for an experiment file's pairs).
+(``benchmarks/phases.py`` measures it for an experiment file's pairs), so an experiment file may have the session
+repeated in several fresh processes (``phase_processes``: :func:`nlbandit.experiments.runner.time_sessions`), each
+handed the kept rounds, and a claim read the spread between them.
 
 The environment's ``observe`` and ``pull`` are computed once outside the timed calls. A timed call includes the
 fixed cost of dispatching a jitted function (tens of µs here, shared among the rows of the call), which the engine,
@@ -133,7 +135,7 @@ class PhaseTimer:
         self.rows = min_rows.of_seeds(self.n_seeds)  # of a timed call: whole copies of the seeds' rows
         self.env_states = jax.jit(jax.vmap(env.reset))(self.keys.env_reset)
         self.treedef = jax.tree.structure(jax.eval_shape(policy.init, self.params, self.keys.policy_init[0]))
-        self.kept: list[tuple[jax.Array, tuple, tuple]] = []  # (t, act's rows, update's rows) per sampled round
+        self.kept: list[tuple[jax.Array, tuple, tuple]] = []  # (t, act's, update's inputs but the keys) per round
         self.samples: list[PhaseSample] = []
 
         # The round's casts happen outside the timed act and update, once per round as in the engine, so the two
@@ -163,7 +165,7 @@ class PhaseTimer:
         fn, n_rows = (self._act, self.rows.select) if phase == "select" else (self._update, self.rows.update)
         t, *batched = self.kept[i]
         rows = jax.tree.map(lambda a: jnp.concatenate([a] * (n_rows // self.n_seeds)),
-                            batched[0 if phase == "select" else 1])
+                            (self.keys, *batched[0 if phase == "select" else 1]))
         jax.block_until_ready(fn(self.params, *rows, t))
         times = []
         for _ in range(self.repeats):
@@ -183,7 +185,7 @@ class PhaseTimer:
         seen, mask, contexts = self._observe(self.keys, self.env_states, tt)
         arms = self._act(self.params, self.keys, states, seen, mask, tt)
         feedback = self._pull(self.keys, self.env_states, tt, contexts, arms)
-        self.kept.append((tt, (self.keys, states, seen, mask), (self.keys, states, seen, arms, feedback)))
+        self.kept.append((tt, (states, seen, mask), (states, seen, arms, feedback)))
         return arms
 
 
