@@ -273,7 +273,7 @@ def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
         assert timed_runs(exp) == {ts[0].run_id}
         logs: list[str] = []
         assert run_experiment(exp, store, progress=False, log=logs.append) == 1
-        assert any("computed again alone" in m for m in logs)
+        assert any("computed again in a batch of one" in m for m in logs)
         after = {r.run_id: store.load(r.series_id, r.seeds, with_arms=True) for r in ts}
         assert after[ts[0].run_id].batch_size == 1 and after[ts[1].run_id].batch_size == 2
         np.testing.assert_array_equal(after[ts[0].run_id].arms, before[ts[0].run_id].arms)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +20,7 @@ import pytest
 
 from executor_cases import EXPERIMENT, assert_same, results
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, make_executor
+from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, make_executor, next_job
 from nlbandit.experiments.runner import balance
 
 
@@ -65,6 +66,21 @@ class _Empty:
 
     def load_checkpoint(self, batch_id):
         return None
+
+
+def _say(store, *, log, progress, name):
+    log(name)
+
+
+def test_a_late_job_starts_after_every_waiting_job_that_is_not():
+    # a is late: b, then d (which b's results add, first), then c, and a last; with only late jobs, in order.
+    jobs = [Job("a", _say, dict(name="a"), late=True), Job("b", _say, dict(name="b")), Job("c", _say, dict(name="c"))]
+    started: list[str] = []
+    LocalExecutor().run(jobs, _Empty(), log=started.append, progress=False,
+                        more=lambda key, seconds: [Job("d", _say, dict(name="d"))] if key == "b" else [])
+    assert started == ["b", "d", "c", "a"]
+    todo = deque([Job("x", _say, late=True), Job("y", _say, late=True)])
+    assert [next_job(todo).key for _ in range(2)] == ["x", "y"]
 
 
 def test_a_failing_batch_stops_the_others_and_raises_its_error():

@@ -16,7 +16,7 @@ from nlbandit.core.phases import PhaseRows, PhaseTimer, time_phases
 from nlbandit.core.simulate import simulate
 from nlbandit.core.types import ProblemSpec
 from nlbandit.envs.registry import make_env
-from nlbandit.experiments.claims import phased_runs, timed_runs
+from nlbandit.experiments.claims import phased_runs, runtime_runs, timed_runs
 from nlbandit.experiments.executors import LocalExecutor, ProcessExecutor
 from nlbandit.experiments.runner import run_experiment
 from nlbandit.experiments.plan import load_experiment
@@ -192,9 +192,12 @@ def test_phase_claims_compute_their_runs_alone_and_report_them(experiment_file, 
         assert text.count("| PHE | — | 12..111 (10) |") == 1 and "| UCB | — | 12" not in text
 
 
-def test_a_run_timed_apart_is_not_resumed_from_its_checkpoint(experiment_file, tmp_path):
-    # Stopped after 55 of its 120 rounds, a run timed apart starts again from its first round (its timer must see
-    # every chunk: its ten sampled rounds, not the five after the checkpoint).
+def test_a_run_timed_apart_saves_no_checkpoint_and_is_not_resumed_from_one(experiment_file, tmp_path):
+    # Stopped after 55 of its 120 rounds, a run timed apart has saved no checkpoint (its timer must see every chunk:
+    # nothing resumes it); where one of its batch is stored (computed without the claim, in chunks of 55 rounds) it
+    # starts again from its first round (its ten sampled rounds, not the five after the checkpoint), which drops it.
+    from nlbandit.loops.base import batch_id
+
     exp = load_experiment(experiment_file(PHASED), "full")
     phe = next(r for r in exp.runs if r.label == "PHE")
 
@@ -208,11 +211,123 @@ def test_a_run_timed_apart_is_not_resumed_from_its_checkpoint(experiment_file, t
     with Store(tmp_path / "p.duckdb") as store:
         with pytest.raises(Stop):
             run_experiment(exp, store, progress=False, log=lambda m: None, on_checkpoint=stop)
-        assert store.con.execute("SELECT t_done FROM checkpoints").fetchall() == [(55,)]
+        assert store.con.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+        claims, seen = list(exp.claims), []
+        exp.claims[:] = []
+
+        def second(progress):  # UCB's batch comes first and is stored whole; PHE's stops at 55
+            seen.append(progress.t_done)
+            if seen.count(55) == 2:
+                raise Stop
+
+        with pytest.raises(Stop):
+            run_experiment(exp, store, progress=False, log=lambda m: None, chunk_size=55, on_checkpoint=second)
+        assert store.con.execute("SELECT batch_id, t_done FROM checkpoints").fetchall() == [(batch_id([phe]), 55)]
+        exp.claims[:] = claims
         logs: list[str] = []
         run_experiment(exp, store, progress=False, log=logs.append)
         assert not any("resuming" in m for m in logs), logs
         np.testing.assert_array_equal(store.load(phe.series_id, phe.seeds).phases[0], 11 * np.arange(1, 11) + 1)
+        assert store.con.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+
+
+def test_rounds_kept_where_a_run_was_simulated_rebuild_its_timers_inputs_exactly():
+    # A run's rounds kept as KeptRound (npz bytes, no pickles) and handed to a timer built elsewhere give that timer
+    # the same inputs, bit for bit and dtype for dtype, as a timer handed the simulation's own progress.
+    import jax
+
+    env = make_env("linear", d=3, k=5)
+    policy, params = make_policy("lin-ts", ProblemSpec(3, 5, 60))
+    live, rounds = PhaseTimer(env, policy, params, [3, 4, 5], 60), []
+
+    def chunk(prog):
+        live(prog)
+        if prog.t_done < 60:
+            rounds.append(phases.KeptRound.of(prog))
+
+    simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25, on_chunk=chunk)
+    data = phases.rounds_to_bytes(rounds)
+    assert np.load(__import__("io").BytesIO(data), allow_pickle=False)["t_done"].tolist() == [25, 50]
+    again = PhaseTimer(env, policy, params, [3, 4, 5], 60)
+    for kept in phases.rounds_from_bytes(data):
+        again(kept)
+    assert len(again.kept) == len(live.kept) == 2
+    for ours, theirs in zip(jax.tree.leaves(live.kept), jax.tree.leaves(again.kept)):
+        assert np.asarray(ours).dtype == np.asarray(theirs).dtype
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    assert phases.rounds_from_bytes(phases.rounds_to_bytes([])) == []
+
+
+def _on_workers(executor, jobs, store):
+    """``jobs`` computed by the processes executor's workers (more=: even a single job), or on a BatchStore (as a
+    Ray worker does) and replayed into ``store``."""
+    from nlbandit.experiments.executors import replay, run_on_worker, sent_checkpoints
+
+    if executor is None:
+        for job in jobs:
+            replay(run_on_worker(job, sent_checkpoints(job, store))[0], store)
+    else:
+        executor.run(jobs, store, log=lambda m: None, progress=False, more=lambda key, seconds: [])
+
+
+@pytest.mark.parametrize("where", ["local", "processes", "batch store"])
+def test_a_phased_run_is_simulated_beside_others_and_timed_alone_on_the_rounds_it_kept(experiment_file, tmp_path,
+                                                                                      where):
+    # PHE (its phases read) is simulated by a job among those computed side by side, which stores the run and then
+    # its ten kept rounds (under kept_key); UCB (its runtime read) is computed alone. Planned again then, PHE needs
+    # only its timing session: it goes alone, is sent the kept rounds, stores the phases and removes them.
+    from nlbandit.experiments import runner
+
+    exp = load_experiment(experiment_file(PHASED), "full")
+    phe, ucb = (next(r for r in exp.runs if r.label == label) for label in ("PHE", "UCB"))
+    assert runtime_runs(exp) == {ucb.run_id}
+    with Store(tmp_path / "p.duckdb") as store, contextlib.closing(
+            ProcessExecutor(2) if where == "processes" else LocalExecutor()) as executor:
+        side, alone = runner.experiment_jobs(exp, store)
+        assert [(job.compute, job.kwargs["batch"], job.late) for job in side] == [(runner.run_kept_job, [phe], True)]
+        assert [(job.compute, job.kwargs["batch"], job.reads) for job in alone] == [
+            (runner.run_batch_job, [ucb], ()), (runner.run_phased_job, [phe], (runner.kept_key(phe),))]
+        if where == "local":
+            executor.run(side, store, log=lambda m: None, progress=False)
+        else:
+            _on_workers(executor if where == "processes" else None, side, store)
+        kept = phases.rounds_from_bytes(store.load_checkpoint(runner.kept_key(phe)))
+        assert [r.t_done for r in kept] == (11 * np.arange(1, 11)).tolist()
+        (part,) = store.parts([phe.series_id])[phe.series_id]
+        assert part.is_whole(phe.seeds) and part.batch_size == 1 and part.session is None
+        side, alone = runner.experiment_jobs(exp, store)
+        assert side == [] and [job.kwargs["batch"] for job in alone] == [[ucb], [phe]]
+        logs: list[str] = []
+        if where == "local":
+            executor.run_alone(alone, store, log=logs.append, progress=False)
+        else:
+            _on_workers(executor if where == "processes" else None, alone, store)
+        assert store.load_checkpoint(runner.kept_key(phe)) is None
+        assert store.con.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+        np.testing.assert_array_equal(store.load(phe.series_id, phe.seeds).phases[0], 11 * np.arange(1, 11) + 1)
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0
+        if where == "local":
+            assert not any(f"{phe.label}: 2 seeds" in m for m in logs)  # not simulated again
+
+
+def test_a_run_whose_runtime_and_phases_are_read_is_simulated_by_its_timing_job(experiment_file, tmp_path):
+    # Its simulation's time is read too: no job simulates it beside others; its timing job, alone, simulates it
+    # first (keeping its rounds in the timer, nothing in the store) and then times it.
+    from nlbandit.experiments import runner
+
+    exp = load_experiment(experiment_file(PHASED.replace("runtime('UCB')", "runtime('PHE')")), "full")
+    (phe,) = [r for r in exp.runs if r.label == "PHE"]
+    assert runtime_runs(exp) == phased_runs(exp) == {phe.run_id}
+    with Store(tmp_path / "p.duckdb") as store:
+        side, alone = runner.experiment_jobs(exp, store)
+        assert runner.run_kept_job not in [job.compute for job in side]
+        assert [(job.compute, job.kwargs["batch"]) for job in alone] == [(runner.run_phased_job, [phe])]
+        logs: list[str] = []
+        assert run_experiment(exp, store, progress=False, log=logs.append) == 2
+        assert [m for m in logs if "PHE" in m][0].startswith("[2/2] PHE: 2 seeds x 120 rounds")
+        assert [m for m in logs if "PHE" in m][-1].startswith("[2/2] PHE: phases timed apart at 10 rounds")
+        assert store.load(phe.series_id, phe.seeds).phases[0].size == 10
+        assert store.con.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
 
 
 def test_a_run_stored_without_its_phases_is_computed_again(experiment_file, tmp_path):

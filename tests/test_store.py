@@ -138,7 +138,7 @@ def test_a_timed_run_stored_in_pieces_is_computed_again_whole(tmp_path, experime
         assert timed_runs(four) == {ucb.run_id}
         logs: list[str] = []
         assert run_experiment(four, store, progress=False, log=logs.append) == 1
-        assert any("1 run(s) computed again alone on all their seeds" in m for m in logs), logs
+        assert any("1 run(s) computed again in a batch of one on all their seeds" in m for m in logs), logs
         after = store.load(ucb.series_id, ucb.seeds, with_arms=True)
         assert after.parts == 1 and after.batch_size == 1
         _assert_same_numbers(after, before)

@@ -32,7 +32,9 @@ Tables:
   (:func:`nlbandit.core.phases.heap_allocations`); those without a session were timed one run per process, between
   the chunks of its simulation, where a run's cost shifts from process to process by more than the differences that
   claims compare.
-* ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs.
+* ``checkpoints``: the latest :class:`~nlbandit.core.simulate.SimProgress` of an unfinished batch of runs; and the
+  rounds a simulation kept for its phases' timing session, until that session's timings are stored
+  (:func:`nlbandit.experiments.runner.kept_key`).
 
 Every write is one transaction: a killed process leaves either the previous state or the new one, never
 half of a run. A run's results and the removal of its batch's checkpoint commit together. A database of the
@@ -414,6 +416,11 @@ class Store:
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
             con.execute("INSERT INTO checkpoints (batch_id, t_done, progress) VALUES (?, ?, ?)",
                         [batch_id, t_done, progress])
+
+    def drop_checkpoint(self, batch_id: str) -> None:
+        """Remove the batch's checkpoint, if any."""
+        with self._transaction() as con:
+            con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
 
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
         """Store computed runs, each as a part of its series, and drop their batch's checkpoint, in one transaction.

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import statistics
 import time
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -116,14 +117,44 @@ class PhaseSample(NamedTuple):
     update_s: float
 
 
+class KeptRound(NamedTuple):
+    """A simulation's state after ``t_done`` rounds as a :class:`PhaseTimer` reads it from a
+    :class:`~nlbandit.core.simulate.SimProgress` (``policy_state``: the leaves of the policy's state, per seed):
+    kept by a simulation whose timer is built elsewhere (:func:`rounds_to_bytes`)."""
+
+    t_done: int
+    policy_state: list[np.ndarray]
+
+    @classmethod
+    def of(cls, progress) -> "KeptRound":
+        """The round of ``progress`` (its leaves copied: the engine's next chunk may reuse them)."""
+        return cls(int(progress.t_done), [np.array(leaf, copy=True) for leaf in progress.policy_state])
+
+
+def rounds_to_bytes(rounds: Sequence[KeptRound]) -> bytes:
+    """Serialise (npz, no pickles) the rounds of one simulation, all with leaves of the same shapes."""
+    buf = io.BytesIO()
+    leaves = zip(*(r.policy_state for r in rounds)) if rounds else ()
+    np.savez(buf, t_done=np.array([r.t_done for r in rounds], np.int64),
+             **{f"leaf_{j}": np.stack(leaf) for j, leaf in enumerate(leaves)})
+    return buf.getvalue()
+
+
+def rounds_from_bytes(data: bytes) -> list[KeptRound]:
+    """Inverse of :func:`rounds_to_bytes`."""
+    z = np.load(io.BytesIO(data), allow_pickle=False)
+    leaves = [z[f"leaf_{j}"] for j in range(sum(k.startswith("leaf_") for k in z.files))]
+    return [KeptRound(int(t), [leaf[i] for leaf in leaves]) for i, t in enumerate(z["t_done"])]
+
+
 class PhaseTimer:
     """Keeps the inputs of ``policy``'s act and update at sampled rounds of a simulation of ``env`` over ``seeds``
-    (not a grid: the run a timing belongs to is computed alone), for :func:`time_phases` to time.
+    (not a grid: the run a timing belongs to is simulated in a batch of one), for :func:`time_phases` to time.
 
-    Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation: each call made before the
-    horizon (round t + 1 must exist) keeps one round; :attr:`samples` collects a :class:`PhaseSample` per kept
-    round once timed; :attr:`rows` is the :class:`PhaseRows` its timed calls compute, at least ``min_rows`` per
-    phase.
+    Call it with each :class:`~nlbandit.core.simulate.SimProgress` of the simulation (or its :class:`KeptRound`,
+    kept where the simulation ran): each call made before the horizon (round t + 1 must exist) keeps one round;
+    :attr:`samples` collects a :class:`PhaseSample` per kept round once timed; :attr:`rows` is the
+    :class:`PhaseRows` its timed calls compute, at least ``min_rows`` per phase.
     """
 
     def __init__(self, env: Env, policy: Policy, params: Any, seeds, horizon: int, repeats: int = 5,

@@ -700,11 +700,19 @@ def phased_runs(exp) -> set[str]:
     return _runs_read_by(exp, PHASED)
 
 
+def runtime_runs(exp) -> set[str]:
+    """The run ids whose whole simulation's time a claim of ``exp`` reads (``runtime``): simulated alone. (A run
+    whose phases alone are read is simulated beside other work; only its timing session is alone.)"""
+    return _runs_read_by(exp, {"runtime"})
+
+
 def timed_runs(exp) -> set[str]:
     """The run ids whose measured time a claim of ``exp`` reads (``runtime``, ``select_time``,
     ``update_time``, ``phase_diff``).
 
     A run computed side by side with others shares their batch's time, which is the pace of its slowest
-    lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs alone.
+    lane, not its own; :func:`nlbandit.experiments.runner.run_experiment` computes these runs in batches of one:
+    those of :func:`runtime_runs` with nothing beside them, the others (their phases read) beside other work, and
+    then their timing sessions with nothing beside them.
     """
     return _runs_read_by(exp, TIME_FUNCTIONS)

@@ -42,11 +42,25 @@ class Job:
         stores the batch's runs through ``store``.
       kwargs: its other keyword arguments (picklable: the experiment, the batch, its tag in log lines, the
         chunk size).
+      reads: the keys of further checkpoints it reads (sent with it, as its own is: e.g. the rounds that a run's
+        simulation kept for its timing session).
+      late: nothing but jobs run alone after every other one waits for its results (the simulation of a run whose
+        phases a claim reads, for its timing session): started after every waiting job that is not late (where the
+        executor orders them: Ray's starts every job at once).
     """
 
     key: str
     compute: Callable[..., None]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    late: bool = False
+
+
+def next_job(todo: deque[Job]) -> Job:
+    """Take from ``todo`` the job to start next: its first that is not :attr:`Job.late`, else its first."""
+    job = next((j for j in todo if not j.late), todo[0])
+    todo.remove(job)
+    return job
 
 
 More = Callable[[str, float], list[Job]]
@@ -82,11 +96,11 @@ class LocalExecutor:
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
             more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
-        """Compute the jobs in order, each one ``more`` adds next; return the seconds each took (``idle`` is not
-        called: nothing computes elsewhere)."""
+        """Compute the jobs in order (:func:`next_job`), each one ``more`` adds next; return the seconds each took
+        (``idle`` is not called: nothing computes elsewhere)."""
         todo, seconds = deque(jobs), {}
         while todo:
-            job = todo.popleft()
+            job = next_job(todo)
             seconds[job.key] = _timed(job, store, log=log, progress=progress)
             if more is not None:
                 todo.extendleft(reversed(more(job.key, seconds[job.key])))
@@ -101,21 +115,35 @@ class LocalExecutor:
         """Nothing to release."""
 
 
-class BatchStore:
-    """The store a job sees on a worker: the checkpoint the database held when the job was sent, and a record of
-    what the job saves (its runs, and the phase timings of a run timed apart), which the driver writes into the
-    database in the same order (:func:`replay`)."""
+def sent_checkpoints(job: Job, store: Any) -> dict[str, bytes | None]:
+    """The checkpoints sent with ``job`` to a worker: its own and those it reads (:attr:`Job.reads`), as ``store``
+    holds them now."""
+    return {key: store.load_checkpoint(key) for key in (job.key, *job.reads)}
 
-    def __init__(self, key: str, checkpoint: bytes | None):
-        self._key, self._checkpoint = key, checkpoint
+
+class BatchStore:
+    """The store a job sees on a worker: the checkpoints the database held when the job was sent
+    (:func:`sent_checkpoints`), and a record of what the job saves (its runs, the phase timings of a run timed
+    apart, a checkpoint of another batch than its own), which the driver writes into the database in the same order
+    (:func:`replay`)."""
+
+    def __init__(self, key: str, checkpoints: dict[str, bytes | None]):
+        self._key, self._checkpoints = key, checkpoints
         self.saved: list[tuple[str, tuple]] = []  # (Store method, its arguments)
 
     def load_checkpoint(self, batch_id: str) -> bytes | None:
-        """The checkpoint sent with the job (None for another batch)."""
-        return self._checkpoint if batch_id == self._key else None
+        """A checkpoint sent with the job (None for any other)."""
+        return self._checkpoints.get(batch_id)
 
     def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
-        """Discard a checkpoint taken on the worker: a retried job starts again from the one it was sent with."""
+        """Discard a checkpoint of the job's own batch taken on the worker (a retried job starts again from the one
+        it was sent with); record any other for the driver to store."""
+        if batch_id != self._key:
+            self.saved.append(("save_checkpoint", (batch_id, t_done, progress)))
+
+    def drop_checkpoint(self, batch_id: str) -> None:
+        """Record the removal of a checkpoint for the driver."""
+        self.saved.append(("drop_checkpoint", (batch_id,)))
 
     def save_runs(self, batch_id: str, rows: list[dict[str, Any]]) -> None:
         """Record finished runs for the driver to store."""
@@ -139,9 +167,11 @@ def replay(saved: list[tuple[str, tuple]], store: Any) -> None:
         getattr(store, method)(*args)
 
 
-def run_on_worker(job: Job, checkpoint: bytes | None) -> tuple[list[tuple[str, tuple]], list[str], float]:
-    """Compute ``job`` against a :class:`BatchStore`; return what it saved, its log lines and its seconds."""
-    store, lines = BatchStore(job.key, checkpoint), []
+def run_on_worker(job: Job, checkpoints: dict[str, bytes | None]
+                  ) -> tuple[list[tuple[str, tuple]], list[str], float]:
+    """Compute ``job`` against a :class:`BatchStore` holding ``checkpoints`` (:func:`sent_checkpoints`); return what
+    it saved, its log lines and its seconds."""
+    store, lines = BatchStore(job.key, checkpoints), []
     seconds = _timed(job, store, log=lines.append, progress=False)
     return store.saved, lines, seconds
 
@@ -153,16 +183,20 @@ def worker_env() -> dict[str, str]:
 
 
 class _ForwardingStore(BatchStore):
-    """The store a job sees in a :class:`ProcessExecutor` worker: checkpoints and log lines go to the driver
-    through ``messages`` as they are taken, and the finished runs last, after the job's checkpoints."""
+    """The store a job sees in a :class:`ProcessExecutor` worker: the checkpoints of its own batch and log lines go
+    to the driver through ``messages`` as they are taken, and what it saves last, after those."""
 
-    def __init__(self, key: str, checkpoint: bytes | None, messages: Any):
-        super().__init__(key, checkpoint)
+    def __init__(self, key: str, checkpoints: dict[str, bytes | None], messages: Any):
+        super().__init__(key, checkpoints)
         self._messages = messages
 
     def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
-        """Send the checkpoint to the driver, which stores it."""
-        self._messages.put(("checkpoint", batch_id, t_done, progress))
+        """Send a checkpoint of the job's own batch to the driver, which stores it; record any other (stored after
+        what the job saved before it)."""
+        if batch_id != self._key:
+            super().save_checkpoint(batch_id, t_done, progress)
+        else:
+            self._messages.put(("checkpoint", batch_id, t_done, progress))
 
 
 _MESSAGES: Any = None  # a ProcessExecutor worker's queue to the driver (set by _start_worker)
@@ -189,11 +223,11 @@ def _exit_with(driver: int, every: float = 0.5) -> None:
     os._exit(1)
 
 
-def _run_in_process(job: Job, checkpoint: bytes | None) -> None:
-    """Compute ``job`` in a worker process, sending its log lines, checkpoints and finally what it saved (runs,
-    phase timings) and its seconds to the driver (in this order through one queue, so that no checkpoint arrives
-    after its batch's runs)."""
-    store = _ForwardingStore(job.key, checkpoint, _MESSAGES)
+def _run_in_process(job: Job, checkpoints: dict[str, bytes | None]) -> None:
+    """Compute ``job`` in a worker process, sending its log lines, its own batch's checkpoints and finally what it
+    saved (runs, phase timings, other checkpoints) and its seconds to the driver (in this order through one queue,
+    so that no checkpoint arrives after its batch's runs)."""
+    store = _ForwardingStore(job.key, checkpoints, _MESSAGES)
     seconds = _timed(job, store, log=lambda line: _MESSAGES.put(("log", line)), progress=False)
     _MESSAGES.put(("done", job.key, store.saved, seconds))
 
@@ -245,7 +279,8 @@ class ProcessExecutor:
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
             more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
         """Compute the jobs, ``workers`` at a time, storing their checkpoints and runs as they arrive; the jobs
-        ``more`` adds are sent before the others not started yet (at most two per worker wait in the pool)."""
+        ``more`` adds are sent before the others not started yet, a late one after those that are not
+        (:func:`next_job`; at most two per worker wait in the pool)."""
         if self.workers == 1 or (len(jobs) <= 1 and more is None):
             return LocalExecutor().run(jobs, store, log=log, progress=progress, more=more)
         log(f"{len(jobs)} batch(es) on {min(self.workers, len(jobs))} worker processes")
@@ -270,8 +305,8 @@ class ProcessExecutor:
 
         def send() -> None:
             while todo and len(sent) < 2 * self.workers:
-                job = todo.popleft()
-                sent[job.key] = pool.submit(_run_in_process, job, store.load_checkpoint(job.key))
+                job = next_job(todo)
+                sent[job.key] = pool.submit(_run_in_process, job, sent_checkpoints(job, store))
 
         try:
             send()
@@ -359,7 +394,7 @@ class RayExecutor:
         pending: dict[Any, str] = {}
 
         def send(new: list[Job]) -> None:
-            pending.update({remote.remote(job, store.load_checkpoint(job.key)): job.key for job in new})
+            pending.update({remote.remote(job, sent_checkpoints(job, store)): job.key for job in new})
 
         send(jobs)
         log(f"{len(jobs)} batch(es) sent to Ray ({ray.cluster_resources().get('CPU', 0):g} CPUs)")

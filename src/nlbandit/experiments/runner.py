@@ -5,18 +5,21 @@ The store keeps results per seed (:mod:`nlbandit.store`), so a run computes only
 some of the same seeds reuses them. Runs that share the environment, the policy's static hyperparameters, the
 sizes and the seeds differ only in traced hyperparameters; they form one *batch* computed side by side by the
 experiment's loop (:meth:`nlbandit.loops.base.Loop.run_batch`: one compilation, common random numbers), which
-stores it and, where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a runtime
-claim reads (:func:`~nlbandit.experiments.claims.timed_runs`) is computed alone on all its seeds, and computed
-again so when the store has it in pieces or from a batch of several (another experiment's grid), since a
-batch runs at the pace of its slowest lane; a run whose select and update times a claim reads is computed
-alone with its phases timed apart (:func:`~nlbandit.experiments.claims.phased_runs`,
-:mod:`nlbandit.loops.phases`), in one job and one timing session with the other such runs of the same horizon
-and seeds (:func:`phase_groups`), so that their costs compare within one process; with ``phase_processes`` > 1 that
-session is repeated in as many fresh processes (:func:`time_sessions`), so that a claim reads how much a cost
-shifts from process to process.
+stores it and, where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a claim reads
+(:func:`~nlbandit.experiments.claims.timed_runs`) is computed in a batch of one on all its seeds, and computed again
+so when the store has it in pieces or from a batch of several (another experiment's grid), since a batch runs at
+the pace of its slowest lane. A run whose simulation's time a claim reads
+(:func:`~nlbandit.experiments.claims.runtime_runs`) is computed with nothing beside it. A run whose select and
+update times a claim reads (:func:`~nlbandit.experiments.claims.phased_runs`, :mod:`nlbandit.loops.phases`) has
+its phases timed apart, on rounds its simulation kept, in one timing session with the other such runs of the same
+horizon and seeds (:func:`phase_groups`), so that their costs compare within one process; with
+``phase_processes`` > 1 that session is repeated in as many fresh processes (:func:`time_sessions`), so that a
+claim reads how much a cost shifts from process to process. Its simulation's own time is not what those claims
+read, so it is simulated beside other work (:func:`run_kept_job`, keeping those rounds in the store) and only the
+session has nothing beside it (:func:`run_phased_job`).
 
 The batches go to an executor (:mod:`nlbandit.experiments.executors`: this process, worker processes, or Ray
-workers); those whose times a claim reads go after the others are done, one at a time
+workers); those whose times a claim reads, and the timing sessions, go after the others are done, one at a time
 (:meth:`~nlbandit.experiments.executors.Executor.run_alone`).
 """
 
@@ -29,9 +32,10 @@ from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Any, Callable
 
-from nlbandit.core.phases import PhaseRows, PhaseSample, PhaseTimer, time_phases
+from nlbandit.core.phases import (KeptRound, PhaseRows, PhaseSample, PhaseTimer, rounds_from_bytes, rounds_to_bytes,
+                                  time_phases)
 from nlbandit.core.simulate import SimProgress
-from nlbandit.experiments.claims import phased_runs, timed_runs
+from nlbandit.experiments.claims import phased_runs, runtime_runs, timed_runs
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.loops import LOOPS
@@ -115,8 +119,8 @@ class Missing:
             lines.append(f"{self.partly} {what}(s) partly in {store.path}: {self.reused} stored seed(s) reused, only "
                          "the missing seeds computed")
         if self.retimed:
-            lines.append(f"{self.retimed} {what}(s) computed again alone on all their seeds, stored in pieces, from a "
-                         "batch of several or without their phases timed: a runtime claim reads their time")
+            lines.append(f"{self.retimed} {what}(s) computed again in a batch of one on all their seeds, stored in "
+                         "pieces, from a batch of several or without their phases timed: a claim reads their time")
         return lines
 
 
@@ -128,6 +132,12 @@ def phase_groups(runs: list[RunConfig], phased: set[str]) -> dict[str, list[RunC
     for run in {r.run_id: r for r in runs if r.run_id in phased}.values():
         groups.setdefault((run.horizon, run.seed_offset, run.n_seeds), []).append(run)
     return {run.run_id: group for group in groups.values() for run in group}
+
+
+def kept_key(run: RunConfig) -> str:
+    """The store's key (a checkpoint's) of the rounds that ``run``'s simulation kept for its phases' timing session
+    (:func:`run_kept_job`), held until the session's timings are stored."""
+    return batch_id([run]) + ".kept"
 
 
 def phase_session(group: list[RunConfig], processes: int) -> str:
@@ -197,9 +207,11 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
                     log: Callable[[str], None] = print, on_checkpoint: Callable[[SimProgress], None] | None = None,
                     name: str = "") -> tuple[list[Job], list[Job]]:
     """The jobs that compute every run of ``exp`` that the store lacks (only its missing seeds, :func:`missing`),
-    after logging what it holds already: (the batches computed side by side, balanced for ``slots`` workers; the
-    runs whose time a claim reads, each computed alone). ``name`` heads the jobs' tags (the file's, when several
-    are computed together).
+    after logging what it holds already: (the batches computed side by side, balanced for ``slots`` workers, and
+    the simulations of the runs whose phases a claim reads, each in a batch of one and late (:func:`run_kept_job`,
+    :attr:`~nlbandit.experiments.executors.Job.late`: only their timing sessions wait for them); the runs
+    whose time a claim reads, each computed alone, and the timing sessions of the runs whose phases it reads
+    (:func:`run_phased_job`)). ``name`` heads the jobs' tags (the file's, when several are computed together).
 
     Raises:
       ValueError: when ``exp`` tunes a series and has not been through
@@ -208,22 +220,25 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     tag, log = named(name, log)
-    timed, phased = timed_runs(exp), phased_runs(exp)
+    timed, phased, whole = timed_runs(exp), phased_runs(exp), runtime_runs(exp)
     lacking = missing(store, exp.runs, timed, phased, exp.phase_rows, exp.phase_processes)
     for line in lacking.describe(store):
         log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
     side_by_side = balance([b for b in grouped if b[0].run_id not in timed], slots)
     groups = phase_groups(exp.runs, phased)  # a phased run's group is missing whole (missing())
+    kept = [b for b in grouped if b[0].run_id in phased and b[0].run_id not in whole
+            and store.load_checkpoint(kept_key(b[0])) is None]  # (one an interrupted command kept rounds of: timed)
     alone = [b for b in grouped if b[0].run_id in timed and b[0].run_id not in phased]
     alone += list({batch_id(groups[b[0].run_id]): groups[b[0].run_id] for b in grouped if b[0].run_id in phased}
                   .values())
-    todo_batches = side_by_side + alone  # the timed ones: one at a time, after
-    tags = [tag(f"{i}/{len(todo_batches)}") for i in range(1, len(todo_batches) + 1)]
-    jobs = [Job(batch_id(b), run_phased_job if b[0].run_id in phased else run_batch_job,
-                dict(exp=exp, batch=b, tag=tag, chunk_size=chunk_size, on_checkpoint=on_checkpoint))
-            for b, tag in zip(todo_batches, tags)]
-    return jobs[:len(side_by_side)], jobs[len(side_by_side):]
+    steps = ([(b, run_batch_job) for b in side_by_side] + [(b, run_kept_job) for b in kept]
+             + [(b, run_phased_job if b[0].run_id in phased else run_batch_job) for b in alone])  # alone: after
+    jobs = [Job(batch_id(b), step, dict(exp=exp, batch=b, tag=tag(f"{i}/{len(steps)}"), chunk_size=chunk_size,
+                                        on_checkpoint=on_checkpoint),
+                reads=tuple(kept_key(r) for r in b) if step is run_phased_job else (), late=step is run_kept_job)
+            for i, (b, step) in enumerate(steps, 1)]
+    return jobs[:len(side_by_side) + len(kept)], jobs[len(side_by_side) + len(kept):]
 
 
 def run_experiment(
@@ -237,7 +252,8 @@ def run_experiment(
     executor: Executor | None = None,
 ) -> int:
     """Compute every run of ``exp`` that the store does not have yet (:func:`experiment_jobs`): the batches side by
-    side, then the timed runs one at a time; return how many runs (or parts of runs) were computed.
+    side, then the timed runs and timing sessions one at a time; return how many runs (or parts of runs) were
+    computed.
 
     ``executor`` computes the batches (default: :class:`~nlbandit.experiments.executors.LocalExecutor`);
     ``on_checkpoint`` is called after each checkpoint is committed (used by tests to kill a run midway; local
@@ -255,11 +271,12 @@ def run_experiment(
                                           on_checkpoint=on_checkpoint)
     executor.run(side_by_side, store, log=log, progress=progress)
     executor.run_alone(timed, store, log=log, progress=progress)
-    return sum(len(job.kwargs["batch"]) for job in side_by_side + timed)
+    return len({(r.run_id, r.seed_offset) for job in side_by_side + timed for r in job.kwargs["batch"]})
 
 
-class _FromTheStart:
-    """``store`` without a checkpoint to resume from (every other method its own)."""
+class _Unresumed:
+    """``store`` for a simulation that keeps rounds for a timer, which must see every chunk: it starts from its first
+    round whatever checkpoint is stored, and saves none (every other method ``store``'s own)."""
 
     def __init__(self, store: Any):
         self._store = store
@@ -267,29 +284,63 @@ class _FromTheStart:
     def load_checkpoint(self, batch_id: str) -> None:
         """None: the batch is computed from its first round."""
 
+    def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
+        """Nothing: no later computation resumes from it."""
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+def _simulate_keeping(exp: Experiment, store: Store, run: RunConfig, keep: Callable[[Any], Any], *, tag: str,
+                      chunk_size: int, log: Callable[[str], None], progress: bool,
+                      on_checkpoint: Callable[[SimProgress], None] | None) -> None:
+    """Compute ``run`` (a batch of one) from its first round and store it, handing ``keep`` its progress after every
+    chunk of :func:`~nlbandit.loops.phases.phase_chunk_size` rounds (then ``on_checkpoint``)."""
+    def chunk(prog: SimProgress) -> None:
+        keep(prog)
+        if on_checkpoint is not None:
+            on_checkpoint(prog)
+
+    LOOPS[exp.loop].run_batch(exp, _Unresumed(store), [run], tag, progress=progress, log=log, on_checkpoint=chunk,
+                              chunk_size=phase_chunk_size(chunk_size, run.horizon))
+
+
+def run_kept_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
+                 batch: list[RunConfig], tag: str, chunk_size: int,
+                 on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
+    """Simulate a run whose phases a claim reads (``batch``: it alone), beside other work, and store it; then store
+    the rounds its timer keeps (:class:`~nlbandit.core.phases.KeptRound`, under :func:`kept_key`) for its group's
+    timing session (:func:`run_phased_job`). The ``compute`` of a :class:`~nlbandit.experiments.executors.Job`."""
+    (run,) = batch
+    rounds: list[KeptRound] = []
+
+    def keep(prog: SimProgress) -> None:
+        if prog.t_done < run.horizon:  # (a timer keeps no round after the last)
+            rounds.append(KeptRound.of(prog))
+
+    _simulate_keeping(exp, store, run, keep, tag=tag, chunk_size=chunk_size, log=log, progress=progress,
+                      on_checkpoint=on_checkpoint)
+    store.save_checkpoint(kept_key(run), run.horizon, rounds_to_bytes(rounds))
 
 
 def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, exp: Experiment,
                    batch: list[RunConfig], tag: str, chunk_size: int,
                    on_checkpoint: Callable[[SimProgress], None] | None = None) -> None:
-    """Compute the runs of a phase group (:func:`phase_groups`) one at a time, each alone, keeping the inputs of
-    their sampled rounds; then time their select and update phases in one session, in each of the experiment's
-    ``phase_processes`` processes (:func:`time_sessions`), and store the timings (the ``compute`` of a
-    :class:`~nlbandit.experiments.executors.Job`). Each run starts from its first round even where a checkpoint of
-    it was stored (an interrupted computation): its timer must see every chunk."""
+    """Time the select and update phases of a phase group's runs (:func:`phase_groups`) in one session, in each of
+    the experiment's ``phase_processes`` processes (:func:`time_sessions`), and store the timings (the ``compute``
+    of a :class:`~nlbandit.experiments.executors.Job`, run with nothing beside it). Each run's timer reads the rounds
+    its simulation kept (:func:`run_kept_job`, stored under :func:`kept_key`, removed once the timings are stored);
+    a run without them (a claim reads its simulation's time too) is first simulated here, from its first round even
+    where a checkpoint of it was stored (an interrupted computation): its timer must see every chunk."""
     timers = []
     for run in batch:
-        timer = PHASE_TIMERS[exp.loop](run, exp.phase_rows)
-
-        def timed_checkpoint(prog: SimProgress, timer=timer) -> None:
-            timer(prog)
-            if on_checkpoint is not None:
-                on_checkpoint(prog)
-
-        LOOPS[exp.loop].run_batch(exp, _FromTheStart(store), [run], tag, progress=progress, log=log,
-                                  on_checkpoint=timed_checkpoint, chunk_size=phase_chunk_size(chunk_size, run.horizon))
+        timer, kept = PHASE_TIMERS[exp.loop](run, exp.phase_rows), store.load_checkpoint(kept_key(run))
+        if kept is None:
+            _simulate_keeping(exp, store, run, timer, tag=tag, chunk_size=chunk_size, log=log, progress=progress,
+                              on_checkpoint=on_checkpoint)
+        else:
+            for kept_round in rounds_from_bytes(kept):
+                timer(kept_round)
         timers.append(timer)
     sessions = time_sessions(exp, batch, timers)
     session, where = phase_session(batch, exp.phase_processes), (
@@ -302,6 +353,8 @@ def run_phased_job(store: Store, *, log: Callable[[str], None], progress: bool, 
         log(f"{tag} {run.label}{case}: phases timed apart at {len(samples[0])} rounds, in one session with "
             f"{len(batch) - 1} other run(s) in {where}: select {select:.1f}, update {update:.1f} µs per seed-round "
             f"(calls of {timer.rows.select} and {timer.rows.update} rows)")
+    for run in batch:
+        store.drop_checkpoint(kept_key(run))
 
 
 def time_sessions(exp: Experiment, batch: list[RunConfig], timers: list[PhaseTimer]) -> list[list[list[PhaseSample]]]:

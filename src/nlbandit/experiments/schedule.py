@@ -8,8 +8,9 @@ runs, then (once they are chosen) its runs; an untuned file's runs at once. A fi
 earlier file not finished yet waits for it, so that it finds that file's runs stored as it would one file at a
 time: the same batches, so the same numbers (and each series first stored by the same file, which ``nlbandit
 results`` names). The steps that others wait for go first: a newly ready step's batches are sent before those not
-started yet. The timed runs (a claim reads their time) are computed one at a time with nothing beside them, when
-nothing else is left to compute or a waiting file needs them. A file is handed back (``done``) as soon as it is
+started yet. The timed runs (a claim reads their simulation's time) and the timing sessions of the runs whose
+phases a claim reads (simulated beside the rest) are computed one at a time with nothing beside them, when nothing
+else is left to compute or a waiting file needs them. A file is handed back (``done``) as soon as it is
 computed, while the executor's workers compute the others (e.g. to write its report in the meantime).
 """
 

@@ -2,9 +2,10 @@
 
 A loop whose rounds split into arm selection and model update offers a factory here, in
 :data:`PHASE_TIMERS`, building a :class:`~nlbandit.core.phases.PhaseTimer` for one run; the runner
-(:func:`nlbandit.experiments.runner.run_phased_job`) hands it the run's progress after every chunk, times the
-kept rounds of a group of runs in one session (:func:`~nlbandit.core.phases.time_phases`) and stores each run's
-samples with it (:meth:`nlbandit.store.Store.save_phases`). Kept apart from the loops'
+(:func:`nlbandit.experiments.runner.run_phased_job`) hands it the rounds the run's simulation kept after every chunk
+(:func:`~nlbandit.experiments.runner.run_kept_job`), times the kept rounds of a group of runs in one session
+(:func:`~nlbandit.core.phases.time_phases`) and stores each run's samples with it
+(:meth:`nlbandit.store.Store.save_phases`). Kept apart from the loops'
 modules: timing is measured beside a run and changes none of its results, so it is not part of any run's
 code hash.
 """

@@ -284,9 +284,10 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
         return []
     plot_phases(exp, timed, png)
     lines = ["", "## Select and update time", "",
-             f"Each run below was computed alone, keeping its states after each of its chunks; once the runs of "
-             "one horizon and seeds were all computed, the policies' jitted `act` and `update` were timed apart on "
-             f"those states in one session, {_session_processes(exp.phase_processes)} (at each sampled round each "
+             f"Each run below was simulated in a batch of one, keeping its states after each of its chunks; once "
+             "the runs of one horizon and seeds were all simulated, the policies' jitted `act` and `update` were "
+             "timed apart on those states in one session with nothing else computing, "
+             f"{_session_processes(exp.phase_processes)} (at each sampled round each "
              f"run's calls in turn, the first run rotating; its {exp.n_seeds} seeds vectorised and repeated to "
              f"{_rows_per_call(exp.phase_rows.of_seeds(exp.n_seeds))}, so that a call's fixed cost of dispatch, "
              "which the engine's compiled chunks of rounds do not pay per round, weighs little; the median of 5 "
