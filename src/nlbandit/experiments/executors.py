@@ -44,9 +44,9 @@ class Job:
         chunk size).
       reads: the keys of further checkpoints it reads (sent with it, as its own is: e.g. the rounds that a run's
         simulation kept for its timing session).
-      late: nothing but jobs run alone after every other one waits for its results (the simulation of a run whose
-        phases a claim reads, for its timing session): started after every waiting job that is not late (where the
-        executor orders them: Ray's starts every job at once).
+      late: only a job computed alone, after all the others, waits for its results (the simulation of a run whose
+        phases a claim reads: its timing session): started after every waiting job that is not late (by the
+        executors that order their jobs; Ray's starts every job at once).
     """
 
     key: str
