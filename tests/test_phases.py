@@ -454,7 +454,7 @@ def test_phase_diff_times_both_runs_on_the_rows_asked_and_reads_their_rounds_pai
 
 
 def test_runs_compared_are_timed_in_one_session_and_again_together(experiment_file, tmp_path):
-    # phase_diff's two runs (same horizon and seeds) are computed by one job and timed in one session, whose key both
+    # phase_diff's two runs (same horizon and seeds) are timed by one job in one session, whose key both
     # store; when one of them lacks its timings (or has those of another session), both are computed and timed again.
     from nlbandit.loops.base import batch_id
 
@@ -582,8 +582,8 @@ PROCESSES = PAIR.replace(", spread=0.1", "").replace("phase_rows = 6", "phase_ro
 
 
 def test_runs_compared_are_timed_in_each_of_several_fresh_processes(experiment_file, tmp_path, monkeypatch):
-    # With phase_processes = 2 the pair's session is timed in two fresh processes, not in the one that simulated
-    # them (its time_phases is never called), and stored as processes 0 and 1 at the same rounds under the session
+    # With phase_processes = 2 the pair's session is timed in two fresh processes, not in the timing job's own
+    # (its time_phases is never called), and stored as processes 0 and 1 at the same rounds under the session
     # key counting them; phase_diff reads the interval over processes and rounds; timed again in one process when
     # the file asks for one.
     from scipy import stats
@@ -595,7 +595,7 @@ def test_runs_compared_are_timed_in_each_of_several_fresh_processes(experiment_f
     assert exp.phase_processes == 2
 
     def here(timers):
-        raise AssertionError("timed in the simulating process")
+        raise AssertionError("timed in the timing job's process")
 
     monkeypatch.setattr(runner, "time_phases", here)
     with Store(tmp_path / "p.duckdb") as store:

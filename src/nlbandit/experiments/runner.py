@@ -126,7 +126,7 @@ class Missing:
 
 def phase_groups(runs: list[RunConfig], phased: set[str]) -> dict[str, list[RunConfig]]:
     """The runs of ``runs`` in ``phased`` (by ``run_id``, each once) grouped by horizon and seeds: each run's
-    group by its ``run_id``. A group's runs are computed by one job and timed in one session
+    group by its ``run_id``. A group's runs are timed by one job, in one session
     (:func:`nlbandit.core.phases.time_phases`), which :func:`phase_session` names."""
     groups: dict[tuple[int, int, int], list[RunConfig]] = {}
     for run in {r.run_id: r for r in runs if r.run_id in phased}.values():

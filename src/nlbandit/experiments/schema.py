@@ -51,7 +51,7 @@ _TOP = (
     Hyper("select_rows", None, "the fewest rows of a timed call of the selection alone (omitted: phase_rows)",
           kind=int, low=1, high=MAX_PHASE_ROWS, optional=True),
     Hyper("phase_processes", 1, "the fresh processes, one after another, in each of which the runs timed apart are "
-          "timed in one session (1: in the process that simulated them); phase_diff reads the spread between them",
+          "timed in one session (1: in the timing job's own process); phase_diff reads the spread between them",
           kind=int, low=1, high=MAX_PHASE_PROCESSES),
 )
 _TABLES = ("scales", "env", "policies", "claims", "plots", "tune", "diagnostics")
