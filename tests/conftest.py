@@ -11,13 +11,17 @@ suite already runs in one pytest-xdist worker per core, each pinned to its own c
 that the workers' XLA thread pools do not contend for the same cores. Pinning changes no number: the golden
 fingerprints (tests/fingerprints.json, recorded with ``-n 0`` in one unpinned process) pass in pinned workers.
 
-Each test process starts JAX's backend at once, so an in-process quick-scale command (``cli.main``), which adds
-XLA's fast-compile flag only before the backend starts (:mod:`nlbandit.compile_flags`), computes with the flags
-of every other test; a command the tests start as a process of its own compiles as it would for a user.
+The suite compiles with the quick scale's XLA flags (:data:`nlbandit.compile_flags.QUICK_SCALE`; the suite in about
+a third less time, docs/performance.md#the-test-suite), added in the session's first process before JAX starts, so
+that every process of the session (the workers, and the CLI and executor processes the tests start) compiles alike,
+a quick-scale command as it would for a user, unless ``XLA_FLAGS`` is set already: ``XLA_FLAGS= pytest`` runs the
+suite with XLA's defaults, as full-scale runs and the committed reports compile. The golden fingerprints hold a set
+of digests for each (tests/fingerprints.py). Each test process starts JAX's backend at once, so a test's in-process
+command cannot change the flags.
 
-The session's processes (the workers, and the CLI and executor processes the tests start) share one JAX
-compilation cache, a fresh folder removed at the end (unless ``JAX_COMPILATION_CACHE_DIR`` is set already): a
-program compiled by one of them is loaded by the others, the same executable, so no number changes.
+The session's processes share one JAX compilation cache, a fresh folder removed at the end (unless
+``JAX_COMPILATION_CACHE_DIR`` is set already): a program compiled by one of them is loaded by the others, the same
+executable, so no number changes.
 """
 
 from __future__ import annotations
@@ -37,13 +41,17 @@ _CACHE = pytest.StashKey[contextlib.ExitStack]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the session's first process, a fresh compilation cache that every later one inherits
-    (:func:`nlbandit.compile_cache.command_cache`); in an xdist worker, a core of its own when there are at least
-    as many cores as workers."""
+    """In the session's first process, the quick scale's XLA flags unless ``XLA_FLAGS`` is set, and a fresh
+    compilation cache, both inherited by every later one (:func:`nlbandit.compile_cache.command_cache`); in an
+    xdist worker, a core of its own when there are at least as many cores as workers."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if worker is None:
+        chosen = "XLA_FLAGS" in os.environ  # (before importing nlbandit, which adds its optimisation level)
         from nlbandit.compile_cache import command_cache
+        from nlbandit.compile_flags import compile_quick_scale
 
+        if not chosen:
+            compile_quick_scale()
         config.stash[_CACHE] = stack = contextlib.ExitStack()
         stack.enter_context(command_cache())
     if worker and hasattr(os, "sched_setaffinity"):

@@ -10,10 +10,13 @@ stored runs of that module, and the table is re-recorded in the same commit::
 
     NLBANDIT_FINGERPRINTS=record .venv/bin/python -m pytest -n 0 tests/test_contract.py tests/test_fingerprints.py -k fingerprint
 
-XLA compiles for the host's CPU (its vector width decides the order of float sums), and a new ``jax`` may
-compile differently, so the same code gives other last bits on another CPU or toolchain: the table holds one
-set of digests per platform (:func:`platform`), and a platform without one skips the check, saying how to
-record it. Floats (regrets, a policy's final state) enter the digest rounded to 10 significant digits, arms exactly.
+XLA compiles for the host's CPU (its vector width decides the order of float sums), a new ``jax`` may compile
+differently, and so may the quick scale's XLA flags (:mod:`nlbandit.compile_flags`), with which the default suite
+compiles (``tests/conftest.py``), so the same code gives other last bits on another CPU, toolchain or set of flags:
+the table holds one set of digests per platform (:func:`platform`), and a platform without one skips the check,
+saying how to record it. Re-record both sets, the suite's and XLA's defaults (as full-scale runs compile): the
+command above, then again with ``XLA_FLAGS=`` before it. Floats (regrets, a policy's final state) enter the digest
+rounded to 10 significant digits, arms exactly.
 """
 
 from __future__ import annotations
@@ -29,18 +32,23 @@ import jaxlib
 import numpy as np
 import pytest
 
+from nlbandit.compile_flags import identity_flags
+
 TABLE = Path(__file__).with_name("fingerprints.json")
 RECORD = os.environ.get("NLBANDIT_FINGERPRINTS") == "record"
 
 
 def platform() -> str:
-    """The toolchain and CPU class the digests hold for, e.g. ``jax 0.8.1 / jaxlib 0.8.1 / cpu avx512``."""
+    """The toolchain, CPU class and compiler flags the digests hold for, e.g. ``jax 0.8.1 / jaxlib 0.8.1 / cpu
+    avx512`` under XLA's defaults, followed by `` / `` and the flags of a run's identity where ``XLA_FLAGS`` sets
+    any (:func:`nlbandit.compile_flags.identity_flags`: the quick scale's)."""
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:
         flags = []
     cpu = next((f for f in ("avx512f", "avx2", "neon") if f in flags), "other").removesuffix("f")
-    return f"jax {jax.__version__} / jaxlib {jaxlib.__version__} / {jax.default_backend()} {cpu}"
+    compiled = f" / {identity_flags()}" if identity_flags() else ""
+    return f"jax {jax.__version__} / jaxlib {jaxlib.__version__} / {jax.default_backend()} {cpu}{compiled}"
 
 
 def digest(arms: np.ndarray, *values: np.ndarray) -> str:
