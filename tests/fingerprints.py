@@ -47,8 +47,9 @@ def platform() -> str:
     except OSError:
         flags = []
     cpu = next((f for f in ("avx512f", "avx2", "neon") if f in flags), "other").removesuffix("f")
-    compiled = f" / {identity_flags()}" if identity_flags() else ""
-    return f"jax {jax.__version__} / jaxlib {jaxlib.__version__} / {jax.default_backend()} {cpu}{compiled}"
+    compiled = identity_flags()
+    return (f"jax {jax.__version__} / jaxlib {jaxlib.__version__} / {jax.default_backend()} {cpu}"
+            + (f" / {compiled}" if compiled else ""))
 
 
 def digest(arms: np.ndarray, *values: np.ndarray) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import subprocess
 import sys
@@ -247,7 +248,7 @@ def test_rounds_kept_where_a_run_was_simulated_rebuild_its_timers_inputs_exactly
 
     simulate(env, policy, params, 60, [3, 4, 5], chunk_size=25, on_chunk=chunk)
     data = phases.rounds_to_bytes(rounds)
-    assert np.load(__import__("io").BytesIO(data), allow_pickle=False)["t_done"].tolist() == [25, 50]
+    assert np.load(io.BytesIO(data), allow_pickle=False)["t_done"].tolist() == [25, 50]
     again = PhaseTimer(env, policy, params, [3, 4, 5], 60)
     for kept in phases.rounds_from_bytes(data):
         again(kept)
