@@ -22,7 +22,8 @@ from nlbandit.cli import main  # noqa: E402
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.experiments.claims import Timing, evaluate_claim  # noqa: E402
 from nlbandit.experiments.plan import load_experiment  # noqa: E402
-from nlbandit.experiments.runner import run_experiment  # noqa: E402
+from nlbandit.experiments.runner import balance, experiment_jobs, run_experiment  # noqa: E402
+from nlbandit.loops import evaluate  # noqa: E402
 from nlbandit.experiments.spec import Claim  # noqa: E402
 from nlbandit.plugins import claim_functions  # noqa: E402
 from nlbandit.replay.estimators import ESTIMATORS  # noqa: E402
@@ -116,6 +117,42 @@ def test_a_simulated_log_is_the_services_own_and_recovers_the_candidates_value(l
     md, claims = write_report(exp, rows, tmp_path / "out", "test")
     assert claims[0].holds is not False
     assert "| Lin-UCB | — |" in md.read_text() and "of 2 seeds |" in md.read_text()
+
+
+EPS_GREEDY = """
+[[policies]]
+label = "ε-greedy"
+name = "eps-greedy"
+epsilon = 0.1
+"""
+
+
+def test_the_candidates_share_each_seeds_log(experiment_file, tmp_path, monkeypatch):
+    """A file's candidates replay on the same logs: one batch computes them all and writes each seed's log once
+    (cut between its seeds, not its candidates, for two workers: runner.balance), with each candidate's numbers
+    those of a file holding it alone."""
+    path = experiment_file(SIMULATED.replace("[[claims]]", EPS_GREEDY + "\n[[claims]]"), "both")
+    both = load_experiment(path)
+    with Store(tmp_path / "jobs.duckdb") as store:
+        jobs, _ = experiment_jobs(both, store, slots=2, log=lambda m: None)
+    assert [[(r.label, list(r.seeds)) for r in job.kwargs["batch"]] for job in jobs] == [
+        [("Lin-UCB", [0]), ("ε-greedy", [0])], [("Lin-UCB", [1]), ("ε-greedy", [1])]]
+    seeds_3_to_7 = [replace(r, seed_offset=3, n_seeds=5) for r in both.runs]  # halves until none is over its share
+    assert [[list(r.seeds) for r in b] for b in balance([seeds_3_to_7], 2)] == [[[3, 4]] * 2, [[5]] * 2, [[6, 7]] * 2]
+    written, write = [], evaluate._write_log
+    monkeypatch.setattr(evaluate, "_write_log", lambda folder, logger, instance, seed: written.append(seed) or
+                        write(folder, logger, instance, seed))
+    _, rows, _ = _run(path, tmp_path / "both.duckdb")
+    assert written == [0, 1]  # one batch (one worker), each seed's log written once for both candidates
+    eps_alone = SIMULATED.replace('label = "Lin-UCB"\nname = "lin-ucb"\nalpha = 0.5', EPS_GREEDY.split("\n", 2)[2]
+                                  .strip()).replace("'Lin-UCB'", "'ε-greedy'")
+    alone = [_run(experiment_file(SIMULATED, "ucb"), tmp_path / "ucb.duckdb")[1][0],
+             _run(experiment_file(eps_alone, "eps"), tmp_path / "eps.duckdb")[1][0]]
+    for row, single in zip(rows, alone):
+        assert row.run.label == single.run.label and row.run.series_id == single.run.series_id
+        assert row.stored.curves.keys() == single.stored.curves.keys()
+        for metric, curve in row.stored.curves.items():
+            np.testing.assert_array_equal(curve, single.stored.curves[metric], err_msg=metric)
 
 
 def test_a_service_folder_gives_the_numbers_of_nlbandit_evaluate(log, experiment_file, tmp_path):

@@ -37,7 +37,7 @@ def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, exp
 
 
 def _runs(label, n, seeds=5, horizon=5000):
-    return [SimpleNamespace(label=f"{label}{i}", n_seeds=seeds, horizon=horizon) for i in range(n)]
+    return [SimpleNamespace(label=f"{label}{i}", n_seeds=seeds, horizon=horizon, loop="bandit") for i in range(n)]
 
 
 def test_a_batch_holding_more_than_a_workers_share_is_cut_in_halves_in_its_place():

@@ -5,7 +5,8 @@ The store keeps results per seed (:mod:`nlbandit.store`), so a run computes only
 some of the same seeds reuses them. Runs that share the environment, the policy's static hyperparameters, the
 sizes and the seeds differ only in traced hyperparameters; they form one *batch* computed side by side by the
 experiment's loop (:meth:`nlbandit.loops.base.Loop.run_batch`: one compilation, common random numbers), which
-stores it and, where it checkpoints, resumes an interrupted batch bit-identically. A run whose time a claim reads
+stores it and, where it checkpoints, resumes an interrupted batch bit-identically (in a loop that computes each run
+on inputs the runs share, one batch holds any policies: :data:`SHARED_INPUT_LOOPS`). A run whose time a claim reads
 (:func:`~nlbandit.experiments.claims.timed_runs`) is computed in a batch of one on all its seeds, and computed again
 so when the store has it in pieces or from a batch of several (another experiment's grid), since a batch runs at
 the pace of its slowest lane. A run whose simulation's time a claim reads
@@ -44,12 +45,21 @@ from nlbandit.loops.phases import PHASE_TIMERS, phase_chunk_size
 from nlbandit.store import Store
 
 
+SHARED_INPUT_LOOPS = frozenset({"evaluate"})
+"""Loops whose batch computes each of its runs apart, on inputs the runs share, rather than as one program: their
+runs of any policies on the same environment, sizes and seeds form one batch. The evaluate loop replays each
+candidate on every seed's log, which a batch writes once per seed (a simulated log: through the service's code,
+:mod:`nlbandit.loops.evaluate`); a batch per candidate wrote each log once per candidate."""
+
+
 def batch_key(run: RunConfig) -> str:
-    """What runs computed side by side share: environment, policy name and static hyperparameters, sizes,
-    seeds, XLA flags and the loop's own batch fields (they differ in traced hyperparameters only)."""
+    """What runs computed side by side share: environment, policy name and static hyperparameters (not in a loop
+    of :data:`SHARED_INPUT_LOOPS`), sizes, seeds, XLA flags and the loop's own batch fields (they differ in traced
+    hyperparameters only)."""
     loop = LOOPS[run.loop]
-    return json.dumps([run.env, run.policy["name"], loop.split(run.policy)[0], run.horizon, run.n_seeds,
-                       run.seed_offset, run.record_points, run.xla] + loop.batch_fields(run), sort_keys=True)
+    policy = [] if run.loop in SHARED_INPUT_LOOPS else [run.policy["name"], loop.split(run.policy)[0]]
+    return json.dumps([run.env, *policy, run.horizon, run.n_seeds, run.seed_offset, run.record_points, run.xla]
+                      + loop.batch_fields(run), sort_keys=True)
 
 
 def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[RunConfig]]:
@@ -63,13 +73,23 @@ def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[R
 
 
 def balance(todo: list[list[RunConfig]], slots: int) -> list[list[RunConfig]]:
-    """``todo``'s batches, with any batch of several runs that holds more than its share of the work of ``slots``
-    workers cut in halves (in its place), again until none does: otherwise the other workers would wait on it.
-    The work of a batch is its seed-rounds (runs × seeds × rounds); one program computes each half (two where their
-    sizes differ). A run's numbers did not change with its batch's size on the quick tier's 1,252 runs
-    (docs/performance.md)."""
+    """``todo``'s batches, with any batch that holds more than its share of the work of ``slots`` workers cut in
+    halves (in its place), again until none does: otherwise the other workers would wait on it. The work of a batch
+    is its seed-rounds (runs × seeds × rounds). A batch of several runs is cut between its runs, and one program
+    computes each half (two where their sizes differ): a run's numbers did not change with its batch's size on the
+    quick tier's 1,252 runs (docs/performance.md). A batch of a loop of :data:`SHARED_INPUT_LOOPS` is cut between its
+    seeds instead, so that each half still computes every run on the inputs it shares (each seed's are its own)."""
     def work(batch: list[RunConfig]) -> int:
         return sum(r.n_seeds * r.horizon for r in batch)
+
+    def halves(batch: list[RunConfig]) -> list[list[RunConfig]]:
+        """The two halves of ``batch``, or none where it cannot be cut (a run, or a seed)."""
+        if batch[0].loop in SHARED_INPUT_LOOPS:
+            first, rest = (batch[0].n_seeds + 1) // 2, batch[0].n_seeds // 2
+            return [[replace(r, n_seeds=first) for r in batch],
+                    [replace(r, seed_offset=r.seed_offset + first, n_seeds=rest) for r in batch]] if rest else []
+        half = (len(batch) + 1) // 2
+        return [batch[:half], batch[half:]] if len(batch) > 1 else []
 
     share = sum(work(b) for b in todo) / slots
     out: list[list[RunConfig]] = []
@@ -77,9 +97,9 @@ def balance(todo: list[list[RunConfig]], slots: int) -> list[list[RunConfig]]:
         pending = [batch]
         while pending:
             b = pending.pop(0)
-            if slots > 1 and len(b) > 1 and work(b) > share:
-                half = (len(b) + 1) // 2
-                pending[:0] = [b[:half], b[half:]]
+            cut = halves(b) if slots > 1 and work(b) > share else []
+            if cut:
+                pending[:0] = cut
             else:
                 out.append(b)
     return out
