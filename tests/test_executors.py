@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue as queues
 import signal
 import subprocess
 import sys
@@ -20,20 +21,39 @@ import pytest
 
 from executor_cases import EXPERIMENT, assert_same, results
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.executors import Job, LocalExecutor, ProcessExecutor, make_executor, next_job
+from nlbandit.experiments.executors import (Job, LocalExecutor, ProcessExecutor, _ForwardingStore,
+                                           make_executor, next_job)
 from nlbandit.experiments.runner import balance
 
 
 def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, experiment_file):
     path = experiment_file(EXPERIMENT.format(horizon=300))
     local, local_checkpoints = results(path, LocalExecutor(), tmp_path / "local.duckdb", chunk_size=100)
-    with contextlib.closing(ProcessExecutor(2)) as executor:
+    with contextlib.closing(ProcessExecutor(2, checkpoint_every=0)) as executor:
         remote, remote_checkpoints = results(path, executor, tmp_path / "processes.duckdb", chunk_size=100)
     assert_same(local, remote)
     # the tuning's one batch (2 points) held all the call's work: for two workers it was cut in two
     assert sorted(size for _, _, size in local.values()) == [1, 1, 1, 1, 2, 2]
     assert sorted(size for _, _, size in remote.values()) == [1] * 6
     assert sorted(remote_checkpoints) == sorted(local_checkpoints) and remote_checkpoints  # every one, stored
+
+
+def test_a_worker_sends_its_batchs_checkpoint_once_per_interval_and_every_other_one():
+    """A worker's own batch's checkpoints reach the driver once ``every`` seconds of computing have passed since
+    the job started or the last one was sent; a checkpoint of another batch (kept rounds) is always kept."""
+    sent = queues.SimpleQueue()
+    store = _ForwardingStore("own", {}, sent, every=0.3)
+    store.save_checkpoint("own", 100, b"a")  # at once: dropped (the next one replaces it)
+    time.sleep(0.35)
+    store.save_checkpoint("own", 200, b"b")
+    store.save_checkpoint("own", 300, b"c")  # just after one was sent: dropped
+    store.save_checkpoint("kept", 300, b"k")
+    assert [sent.get_nowait()] == [("checkpoint", "own", 200, b"b")] and sent.empty()
+    assert store.saved == [("save_checkpoint", ("kept", 300, b"k"))]
+    every = _ForwardingStore("own", {}, sent, every=0)
+    for t in (1, 2):
+        every.save_checkpoint("own", t, b"x")
+    assert [sent.get_nowait(), sent.get_nowait()] == [("checkpoint", "own", t, b"x") for t in (1, 2)]
 
 
 def _runs(label, n, seeds=5, horizon=5000):
@@ -154,6 +174,9 @@ def test_jobs_added_as_one_is_stored_go_before_those_not_started_and_idle_work_r
 def test_executor_options_are_checked():
     with pytest.raises(ConfigError, match="workers must be an integer >= 1"):
         ProcessExecutor(0)
+    for bad in (-1, float("nan"), float("inf"), "10", True):
+        with pytest.raises(ConfigError, match="checkpoint_every must be a number of seconds >= 0"):
+            ProcessExecutor(2, checkpoint_every=bad)
     with pytest.raises(ConfigError, match="--workers is for --executor processes"):
         make_executor("local", workers=2)
     with pytest.raises(ConfigError, match="--address is for --executor ray"):
