@@ -23,8 +23,8 @@ from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.experiments.claims import Timing, evaluate_claim  # noqa: E402
 from nlbandit.experiments.plan import load_experiment  # noqa: E402
 from nlbandit.experiments.runner import balance, experiment_jobs, run_experiment  # noqa: E402
-from nlbandit.loops import evaluate  # noqa: E402
 from nlbandit.experiments.spec import Claim  # noqa: E402
+from nlbandit.loops import evaluate  # noqa: E402
 from nlbandit.plugins import claim_functions  # noqa: E402
 from nlbandit.replay.estimators import ESTIMATORS  # noqa: E402
 from nlbandit.report.build import check_claims, load_rows, write_report  # noqa: E402
