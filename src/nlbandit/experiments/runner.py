@@ -49,7 +49,10 @@ SHARED_INPUT_LOOPS = frozenset({"evaluate"})
 """Loops whose batch computes each of its runs apart, on inputs the runs share, rather than as one program: their
 runs of any policies on the same environment, sizes and seeds form one batch. The evaluate loop replays each
 candidate on every seed's log, which a batch writes once per seed (a simulated log: through the service's code,
-:mod:`nlbandit.loops.evaluate`); a batch per candidate wrote each log once per candidate."""
+:mod:`nlbandit.loops.evaluate`); a batch per candidate wrote each log once per candidate. Named here, by loop, rather
+than as an attribute of :class:`~nlbandit.loops.base.Loop`, whose module is in every run's code hash: how runs are
+batched changes none of their numbers (as :data:`nlbandit.loops.phases.PHASE_TIMERS` names the loops that time
+phases)."""
 
 
 def batch_key(run: RunConfig) -> str:
