@@ -13,6 +13,11 @@ import numpy as np
 import pytest
 
 import nlbandit as nb
+import nlbandit.host.checks
+import nlbandit.host.exploration
+import nlbandit.host.glm
+import nlbandit.host.propensity
+import nlbandit.host.ridge
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import seed_keys
@@ -321,6 +326,38 @@ def test_second_agent_of_the_same_shapes_compiles_nothing(numpy_round):
     second.decide(x)
     assert [p._cache_size() for p in programs] == sizes
     assert (second._act_draws._program is programs[0]) if numpy_round else (second._programs.act is programs[0])
+
+
+def _host_specializations() -> int:
+    """The numba specializations the host round's functions hold in this process."""
+    modules = (nlbandit.host.checks, nlbandit.host.exploration, nlbandit.host.glm, nlbandit.host.propensity,
+               nlbandit.host.ridge)
+    return sum(len(f.signatures) for m in modules for f in vars(m).values()
+               if hasattr(f, "signatures") and f.__module__ == m.__name__)
+
+
+def test_the_host_round_compiles_once_whatever_the_callers_arrays():
+    """Read-only, Fortran-ordered or strided contexts and masks, and the read-only arrays of the initial state,
+    reach the host round's numba functions as the one argument type every later round has, so that none is
+    compiled again for them (each compilation of GLM-TSL's learning step takes seconds)."""
+    x = np.random.default_rng(2).normal(size=(K, D)) / 2
+    mask = [True] * (K - 1) + [False]
+
+    def play(agent, contexts, offered):
+        for t in range(6):
+            decision = agent.decide(contexts, offered if t % 2 else None)
+            agent.reward(decision.event_id, float(t % 3 == 0))
+        agent.learn()
+
+    play(Agent("glm-tsl", d=D, k=K, horizon=T, seed=0, warmup_rounds=2), x, np.array(mask))
+    compiled = _host_specializations()
+    strided = np.zeros((K, 2 * D))
+    strided[:, ::2] = x
+    read_only = np.asfortranarray(x)
+    read_only.flags.writeable = False
+    for contexts, offered in ((read_only, np.asarray(jnp.asarray(mask))), (strided[:, ::2], np.repeat(mask, 2)[::2])):
+        play(Agent("glm-tsl", d=D, k=K, horizon=T, seed=1, warmup_rounds=2), contexts, offered)
+        assert _host_specializations() == compiled
 
 
 def test_bad_input_is_refused_with_the_field_named():

@@ -298,9 +298,12 @@ class Agent:
         if jax.tree.structure(old) != jax.tree.structure(fresh):
             raise ConfigError(f"{where}: its state changes structure with the horizon; give the agent a horizon")
         self._state = self._host_state(jax.tree.map(_carry_over, old, fresh))
+
     def _host_state(self, state: Any) -> Any:
-        """``state`` as the agent keeps it: NumPy leaves for a host round, else as given."""
-        return state if self._host is None else jax.device_get(state)
+        """``state`` as the agent keeps it: NumPy leaves for a host round (writable copies, as every state a host
+        update returns: numba compiles a function once per argument type, read-only arrays being another type,
+        so the initial state's read-only views would compile each learning step twice), else as given."""
+        return state if self._host is None else jax.tree.map(np.array, jax.device_get(state))
 
     @property
     def _anytime(self) -> str:
@@ -387,13 +390,15 @@ class Agent:
 
     def _check_round(self, contexts: Any, mask: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         k, d = self.spec.k, self.spec.d
-        x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
+        # copies of its own (kept until the reward, whatever the caller does), C-ordered and writable whatever the
+        # caller's layout, so that the host round's numba functions see one argument type (one compilation each)
+        x = np.array(contexts, np.float64, order="C")
         if x.shape != (k, d):
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
         if not within(x, MAX_MAGNITUDE):  # (False for NaN too)
             raise ValueError(f"{where}: contexts must be finite numbers of magnitude at most {MAX_MAGNITUDE:g} "
                              f"(found {np.abs(x).max():g}); standardise the features")
-        m = self._all_arms if mask is None else np.asarray(mask)
+        m = self._all_arms if mask is None else np.array(mask, order="C")
         if mask is not None and (m.shape != (k,) or m.dtype != bool):
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
         if mask is not None and not m.any():
@@ -493,7 +498,7 @@ class Agent:
     def decide_batch(self, contexts: Any, masks: Any = None, *, learn: bool = True) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
         current state (no reward in between), as B calls of :meth:`decide` without rewards would make them."""
-        x = np.array(contexts, np.float64)  # a copy of its own: kept until the reward, whatever the caller does
+        x = np.array(contexts, np.float64, order="C")  # a C-ordered copy of its own, as in _check_round
         if x.ndim != 3 or x.shape[0] < 1:
             raise ValueError(f"decide_batch: contexts must have shape (B, k, d) with B >= 1, got {x.shape}")
         ms = [None] * x.shape[0] if masks is None else list(np.asarray(masks))
