@@ -11,13 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_compiled import host_specializations
 
 import nlbandit as nb
-import nlbandit.host.checks
-import nlbandit.host.exploration
-import nlbandit.host.glm
-import nlbandit.host.propensity
-import nlbandit.host.ridge
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core.keys import seed_keys
@@ -328,14 +324,6 @@ def test_second_agent_of_the_same_shapes_compiles_nothing(numpy_round):
     assert (second._act_draws._program is programs[0]) if numpy_round else (second._programs.act is programs[0])
 
 
-def _host_specializations() -> int:
-    """The numba specializations the host round's functions hold in this process."""
-    modules = (nlbandit.host.checks, nlbandit.host.exploration, nlbandit.host.glm, nlbandit.host.propensity,
-               nlbandit.host.ridge)
-    return sum(len(f.signatures) for m in modules for f in vars(m).values()
-               if hasattr(f, "signatures") and f.__module__ == m.__name__)
-
-
 def test_the_host_round_compiles_once_whatever_the_callers_arrays():
     """Read-only, Fortran-ordered or strided contexts and masks, and the read-only arrays of the initial state,
     reach the host round's numba functions as the one argument type every later round has, so that none is
@@ -350,14 +338,14 @@ def test_the_host_round_compiles_once_whatever_the_callers_arrays():
         agent.learn()
 
     play(Agent("glm-tsl", d=D, k=K, horizon=T, seed=0, warmup_rounds=2), x, np.array(mask))
-    compiled = _host_specializations()
+    compiled = host_specializations()
     strided = np.zeros((K, 2 * D))
     strided[:, ::2] = x
     read_only = np.asfortranarray(x)
     read_only.flags.writeable = False
     for contexts, offered in ((read_only, np.asarray(jnp.asarray(mask))), (strided[:, ::2], np.repeat(mask, 2)[::2])):
         play(Agent("glm-tsl", d=D, k=K, horizon=T, seed=1, warmup_rounds=2), contexts, offered)
-        assert _host_specializations() == compiled
+        assert host_specializations() == compiled
 
 
 def test_bad_input_is_refused_with_the_field_named():
