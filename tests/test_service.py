@@ -110,34 +110,6 @@ BAD = [
 ]
 
 
-_WARM_UP_SCRIPT = """
-import sys
-import numpy as np
-from host_compiled import host_specializations
-from nlbandit.service.app import _warm_up, agent_config
-
-agent = _warm_up(agent_config("glm-ucb", 3, 5, 100, seed=1, warmup="round-robin", warmup_rounds=3))
-compiled = host_specializations()
-x, mask = np.linspace(-0.3, 0.3, 15).reshape(5, 3), np.array([True, False, True, True, True])
-for t in range(1, 11):
-    agent.reward(agent.decide(x, mask if t % 3 == 0 else None).event_id, float(t % 2))
-print(compiled, host_specializations())
-"""
-
-
-def test_the_warm_up_compiles_what_the_first_requests_run(tmp_path):
-    """A service's first requests, through its agent's warm-up plan and after it, with and without a mask,
-    compile no host function: the warm-up ran them all (a process with an empty numba cache)."""
-    tests = os.path.dirname(os.path.abspath(__file__))
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(
-        [tests, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _WARM_UP_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    compiled, after = map(int, done.stdout.split())
-    assert compiled > 0 and after == compiled
-
-
 @pytest.mark.parametrize("path, body, status, message", BAD, ids=[f"{p}-{m[:20]}" for p, _, _, m in BAD])
 def test_malformed_requests_get_4xx_and_change_nothing(client, path, body, status, message):
     client.post("/decide", json={"contexts": _contexts(0)})
@@ -716,3 +688,30 @@ def test_an_agent_keeps_the_hyperparameters_it_was_created_with_when_a_default_c
     fresh = Service.open(tmp_path / "new", config)
     assert fresh.agent.config["alpha"] == 3.0
     fresh.close()
+
+
+_WARM_UP_SCRIPT = """
+import numpy as np
+from host_compiled import host_specializations
+from nlbandit.service.app import _warm_up, agent_config
+
+agent = _warm_up(agent_config("glm-ucb", 3, 5, 100, seed=1, warmup="round-robin", warmup_rounds=3))
+compiled = host_specializations()
+x, mask = np.linspace(-0.3, 0.3, 15).reshape(5, 3), np.array([True, False, True, True, True])
+for t in range(1, 11):
+    agent.reward(agent.decide(x, mask if t % 3 == 0 else None).event_id, float(t % 2))
+print(compiled, host_specializations())
+"""
+
+
+def test_the_warm_up_compiles_what_the_first_requests_run(tmp_path):
+    """A service's first requests, through its agent's warm-up plan and after it, with and without a mask,
+    compile no host function: the warm-up ran them all (a process with an empty numba cache)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    path = [tests] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(path)}
+    done = subprocess.run([sys.executable, "-c", _WARM_UP_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    compiled, after = map(int, done.stdout.split())
+    assert compiled > 0 and after == compiled

@@ -390,6 +390,10 @@ _WARMED: set[str] = set()
 """The configurations (but their seeds) :func:`_warm_up` compiled in this process."""
 
 
+WARM_UP_ROUNDS = 4
+"""Rounds :func:`_warm_up` plays beyond the policy's warm-up plan: two with a mask, two without."""
+
+
 def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> Agent:
     """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
     agents of the same policy and shapes), so that the first requests do not wait for compilation, once per
@@ -421,10 +425,6 @@ def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> 
             rounds += _planned_rounds(scratch)
     _WARMED.add(key)
     return _new_agent(config, resolved)
-
-
-WARM_UP_ROUNDS = 4
-"""Rounds :func:`_warm_up` plays beyond the policy's warm-up plan: two with a mask, two without."""
 
 
 def _planned_rounds(agent: Agent) -> int:
