@@ -11,7 +11,7 @@ the simulator's round keys, computed for blocks of rounds at once by one jitted 
 (:class:`~nlbandit.host.draws.DrawBlocks`). A NumPy call costs ~1 µs whatever its size, so the steps that
 would take dozens of them (the tie rule, the ensemble probability, the Sherman–Morrison update, the GLM
 index, the Newton refit and GLM-TSL's sample) are numba functions: compiled on first use and cached on disk
-(2–14 s at an agent's first rounds by policy, once per machine), several times faster than their NumPy spelling
+(2–18 s at an agent's first rounds by policy, once per machine), several times faster than their NumPy spelling
 (docs/performance.md, both).
 
 Decisions therefore equal the jitted policy's except where two scores differ by less than floating-point
