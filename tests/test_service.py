@@ -715,3 +715,17 @@ def test_the_warm_up_compiles_what_the_first_requests_run(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     compiled, after = map(int, done.stdout.split())
     assert compiled > 0 and after == compiled
+
+
+def test_a_warm_up_that_diverges_still_opens_the_agent(monkeypatch):
+    """The throwaway agent's dummy rounds may diverge (PolicyDiverged) or be refused (ValueError): the warm-up
+    stops there and returns a fresh agent, which decides."""
+    from nlbandit.agent import Agent, PolicyDiverged
+    from nlbandit.service import app
+
+    for error in (PolicyDiverged("diverged"), ValueError("refused")):
+        with monkeypatch.context() as patch:
+            patch.setattr(app, "_WARMED", set())  # (warmed by no earlier test)
+            patch.setattr(Agent, "decide", lambda self, *args, error=error, **kwargs: (_ for _ in ()).throw(error))
+            agent = app._warm_up(agent_config("lin-ucb", D, K, 100))
+        assert agent.decide(np.zeros((K, D))).event_id == 1

@@ -419,8 +419,8 @@ def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> 
         t += 1
         try:
             scratch.reward(scratch.decide(x, offered if t % 2 == 0 else None).event_id, value, bound)
-        except ValueError:
-            break  # a policy that refuses the dummy round compiles on the first request instead
+        except (ValueError, PolicyDiverged):
+            break  # a policy that refuses (or diverges on) the dummy rounds compiles on the first requests instead
         if t == 1:  # the plan is made at the first decision
             rounds += _planned_rounds(scratch)
     _WARMED.add(key)
