@@ -414,15 +414,16 @@ def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> 
     low, high = scratch.policy.meta.requires.reward_range or (0.0, 0.0)
     value = min(max(0.0, low), high)
     bound = 0.0 if scratch.policy.meta.requires.noise_level else None
-    rounds, t = WARM_UP_ROUNDS, 0
-    while t < rounds:
-        t += 1
-        try:
-            scratch.reward(scratch.decide(x, offered if t % 2 == 0 else None).event_id, value, bound)
-        except (ValueError, PolicyDiverged):
-            break  # a policy that refuses (or diverges on) the dummy rounds compiles on the first requests instead
-        if t == 1:  # the plan is made at the first decision
-            rounds += _planned_rounds(scratch)
+
+    def play(t: int) -> None:
+        scratch.reward(scratch.decide(x, offered if t % 2 == 0 else None).event_id, value, bound)
+
+    try:
+        play(1)  # the plan is made at the first decision
+        for t in range(2, _planned_rounds(scratch) + WARM_UP_ROUNDS + 1):
+            play(t)
+    except (ValueError, PolicyDiverged):
+        pass  # a policy that refuses (or diverges on) the dummy rounds compiles on the first requests instead
     _WARMED.add(key)
     return _new_agent(config, resolved)
 
