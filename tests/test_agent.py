@@ -272,6 +272,10 @@ def test_save_and_load_round_trip(tmp_path):
     for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
         assert np.array_equal(np.asarray(a), np.asarray(b)) and a.dtype == b.dtype
     assert loaded.pending == [open_event.event_id] and loaded.rounds == agent.rounds
+    assert repr(loaded) == repr(agent)
+    assert repr(agent).startswith(f"<Agent 'glm-tsl' d={D} k={K} horizon={T} seed=2: {agent.rounds} decisions, "
+                                  f"{agent.rewarded} rewarded, 1 pending; ")
+    assert "warmup_rounds=8" in repr(agent) and "backend='history'" in repr(agent)
     for a in (agent, loaded):
         a.reward(open_event.event_id, 1.0)
     assert [agent.decide(x) for _ in range(5)] == [loaded.decide(x) for _ in range(5)]

@@ -305,6 +305,17 @@ class Agent:
         so the initial state's read-only views would compile each learning step twice), else as given."""
         return state if self._host is None else jax.tree.map(np.array, jax.device_get(state))
 
+    def __repr__(self) -> str:
+        """The policy, sizes, horizon, seed and counts, then the resolved hyperparameters, e.g. ``<Agent 'lin-ucb'
+        d=20 k=50 horizon-free (built for T = 1024) seed=0: 1000 decisions, 998 rewarded, 2 pending; alpha=1.0,
+        ...>``."""
+        horizon = f"horizon-free (built for T = {self.spec.horizon})" if self.horizon_free else \
+            f"horizon={self.spec.horizon}"
+        hyper = ", ".join(f"{name}={value!r}" for name, value in self.config.items() if name != "name")
+        return (f"<Agent {self.config['name']!r} d={self.spec.d} k={self.spec.k} {horizon} seed={self.seed}: "
+                f"{self.rounds} decisions, {self.rewarded} rewarded, {len(self._pending)} pending"
+                + (f"; {hyper}" if hyper else "") + ">")
+
     @property
     def _anytime(self) -> str:
         """What a horizon-free agent adds to each decision's ``method``."""
