@@ -2,9 +2,9 @@
 process may use.
 
 The CPU of a shared VM can change between days (this project's has been two AVX-512 AMD EPYC models, family 25
-model 17 and family 26 model 2, and an AVX2-only one 2.2–2.6× slower per experiment file), so every wall time the command line prints comes with it, and so does
-every report: a VM's model name can hide which CPU it is ("AMD EPYC"), so the family and model numbers come
-with it."""
+model 17 and family 26 model 2, and an AVX2-only one 2.2–2.6× slower per experiment file), so every wall time the
+command line prints comes with it, and so does every report: a VM's model name can hide which CPU it is ("AMD
+EPYC"), so the family and model numbers come with it."""
 
 from __future__ import annotations
 
