@@ -57,7 +57,7 @@ def test_a_sweeps_regret_curves_are_told_apart_by_colour_and_line_style(monkeypa
     exp = SimpleNamespace(env_cases=cases, curves=True, plots=[], labels=labels, ci=0.95, paper="p", name="n",
                           scale="quick", n_seeds=2, title="t", loop="bandit", runs=[])
     stored = SimpleNamespace(rounds=np.arange(1, 4), cum_regret=np.ones((2, 3)))
-    rows = [SimpleNamespace(run=SimpleNamespace(case=case, label=label), stored=stored)
+    rows = [SimpleNamespace(run=SimpleNamespace(case=case, label=label, policy={"name": "lin-ucb"}), stored=stored)
             for case in cases for label in labels]
     kept = {}
     monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
@@ -71,3 +71,36 @@ def test_a_sweeps_regret_curves_are_told_apart_by_colour_and_line_style(monkeypa
     renderer = fig.canvas.get_renderer()
     box = fig.legends[0].get_window_extent(renderer)
     assert all(box.y1 < ax.get_tightbbox(renderer).y0 for ax in fig.axes)
+
+
+@pytest.mark.parametrize("uniform_final, above", [(100.0, True), (15.0, False)])
+def test_uniform_play_runs_off_a_panel_it_would_squash(monkeypatch, tmp_path, uniform_final, above):
+    """A regret panel's y-axis fits its policies' series, their bands included, and uniform play runs off its top,
+    its final mean in its legend entry, where it ends over twice as high as their highest point (10 here); else the
+    axis holds it and its label is its own."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nlbandit.report import build
+
+    exp = SimpleNamespace(env_cases=[()], curves=True, plots=[], labels=["A", "B", "uniform"], ci=0.95, paper="p",
+                          name="n", scale="quick", n_seeds=2, title="t", loop="bandit", runs=[])
+    rounds = np.arange(1, 4)
+
+    def row(label, name, final):  # two seeds 1 apart at the end: a band of ±6.35 (t, 1 degree of freedom) there
+        cum = np.array([[0.0, final / 2, final - 0.5], [0.0, final / 2, final + 0.5]])
+        return SimpleNamespace(run=SimpleNamespace(case=(), label=label, policy={"name": name}),
+                               stored=SimpleNamespace(rounds=rounds, cum_regret=cum))
+
+    rows = [row("A", "lin-ucb", 2.0), row("B", "lin-ts", 3.65), row("uniform", "uniform", uniform_final)]
+    kept = {}
+    monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
+    build.plot_regret(exp, rows, tmp_path / "x.png")
+    ax = kept["fig"].axes[0]
+    top = ax.get_ylim()[1]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    if above:
+        assert 10.0 <= top < 11.0 and labels == ["A", "B", "uniform (above the axis: final 100)"]
+    else:
+        assert top >= uniform_final + 6.35 and labels == ["A", "B", "uniform"]

@@ -180,6 +180,35 @@ def _save_png(fig, path: Path) -> None:
 _LEGEND_INSIDE = 12
 """The most series whose legend a regret panel holds inside it; more share one legend below the panels."""
 
+REFERENCE_POLICY = "uniform"
+"""The policy of a regret panel's reference series, uniform play: its regret grows linearly, often far above the
+others'."""
+
+_SQUASHED = 2.0
+"""A reference series whose final mean exceeds this many times the other series' highest point (band included)
+runs off the top of its panel (:func:`_fit_to_policies`)."""
+
+
+def _fit_to_policies(ax, drawn: list[tuple[Any, Any, np.ndarray]], note: bool) -> None:
+    """Scale a regret panel's y-axis to its policies' series, letting uniform play (:data:`REFERENCE_POLICY`) run
+    off the top where it would stretch the axis to over :data:`_SQUASHED` times their highest point (Sun Fig. 1a at
+    quick scale: uniform 4,774 against at most 1,514, the others a sliver at the bottom); its legend entry, or with
+    ``note`` a line in the panel (a shared legend), gives its final mean. ``drawn``: (row, line, top of its band)."""
+    refs = [(line, row) for row, line, _ in drawn if row.run.policy["name"] == REFERENCE_POLICY]
+    tops = [top for row, _, top in drawn if row.run.policy["name"] != REFERENCE_POLICY and np.isfinite(top)]
+    if not refs or not tops or max(tops) <= 0:
+        return
+    finals = [(line, float(line.get_ydata()[-1])) for line, _ in refs]
+    if max(final for _, final in finals) <= _SQUASHED * max(tops):
+        return
+    bottom = ax.get_ylim()[0]
+    ax.set_ylim(bottom, max(tops) + 0.05 * (max(tops) - bottom))
+    for line, final in finals:
+        line.set_label(f"{line.get_label()} (above the axis: final {final:.0f})")
+    if note:
+        ax.text(0.99, 0.98, "; ".join(line.get_label() for line, _ in finals), transform=ax.transAxes,
+                ha="right", va="top", fontsize=7)
+
 
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     """Mean cumulative regret with 95% confidence bands, one panel per environment case."""
@@ -202,13 +231,16 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}  # past ten series, another line style
     styles = {label: ("-", "--", ":", "-.")[i // 10 % 4] for i, label in enumerate(exp.labels)}
     for ax, case in zip(axes[0], cases):
+        drawn = []
         for row in (r for r in rows if r.run.case == case):
             cum = row.stored.cum_regret
             mean = cum.mean(axis=0)
             half = half_width(cum, exp.ci)
-            ax.plot(row.stored.rounds, mean, color=colors[row.run.label], ls=styles[row.run.label],
-                    label=row.run.label, lw=1.6)
+            line, = ax.plot(row.stored.rounds, mean, color=colors[row.run.label], ls=styles[row.run.label],
+                            label=row.run.label, gid=row.run.label, lw=1.6)
             ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
+            drawn.append((row, line, float(np.max(mean + half, initial=-np.inf))))
+        _fit_to_policies(ax, drawn, note=many)
         ax.set_xlabel("round t")
         ax.set_ylabel(_regret_name(exp))
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
@@ -222,8 +254,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.4 * rows_n)))  # room for the title above the top row
     if many and cases:  # the series of every regret panel, each once, in columns below the panels (the PNG's box grows)
-        handles = {label: handle for ax in axes[0][:len(cases)]
-                   for handle, label in zip(*ax.get_legend_handles_labels())}
+        handles = {handle.get_gid(): handle for ax in axes[0][:len(cases)]  # (gid: the label before any note)
+                   for handle in ax.get_legend_handles_labels()[0]}
         shown = [label for label in exp.labels if label in handles]
         fig.legend([handles[label] for label in shown], shown, fontsize=7,  # ~2.6 inches per column of labels
                    ncol=max(1, int(6.4 * columns / 2.6)), loc="upper center", bbox_to_anchor=(0.5, 0.0))
