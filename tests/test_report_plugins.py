@@ -98,9 +98,10 @@ def test_uniform_play_runs_off_a_panel_it_would_squash(monkeypatch, tmp_path, un
     monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
     build.plot_regret(exp, rows, tmp_path / "x.png")
     ax = kept["fig"].axes[0]
-    top = ax.get_ylim()[1]
+    bottom, top = ax.get_ylim()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     if above:
-        assert 10.0 <= top < 11.0 and labels == ["A", "B", "uniform (above the axis: final 100)"]
+        assert -5.2 < bottom < -4.9 and 10.0 <= top < 11.0  # the others' bands, A's low and B's high, and 5% margins
+        assert labels == ["A", "B", "uniform (above the axis: final 100)"]
     else:
         assert top >= uniform_final + 6.35 and labels == ["A", "B", "uniform"]

@@ -189,20 +189,22 @@ _SQUASHED = 2.0
 runs off the top of its panel (:func:`_fit_to_policies`)."""
 
 
-def _fit_to_policies(ax, drawn: list[tuple[Any, Any, np.ndarray]], note: bool) -> None:
+def _fit_to_policies(ax, drawn: list[tuple[Any, Any, float, float]], note: bool) -> None:
     """Scale a regret panel's y-axis to its policies' series, letting uniform play (:data:`REFERENCE_POLICY`) run
-    off the top where it would stretch the axis to over :data:`_SQUASHED` times their highest point (Sun Fig. 1a at
-    quick scale: uniform 4,774 against at most 1,514, the others a sliver at the bottom); its legend entry, or with
-    ``note`` a line in the panel (a shared legend), gives its final mean. ``drawn``: (row, line, top of its band)."""
-    refs = [(line, row) for row, line, _ in drawn if row.run.policy["name"] == REFERENCE_POLICY]
-    tops = [top for row, _, top in drawn if row.run.policy["name"] != REFERENCE_POLICY and np.isfinite(top)]
-    if not refs or not tops or max(tops) <= 0:
+    off the top where it would stretch the axis to over :data:`_SQUASHED` times their highest point (Sun Fig. 1a, full
+    scale: uniform's 4,774 against the others' at most 1,514, their differences a sliver at the bottom); its legend
+    entry, or with ``note`` a line in the panel (a shared legend), gives its final mean. ``drawn``: (row, line,
+    lowest and highest point of its band)."""
+    refs = [line for row, line, _, _ in drawn if row.run.policy["name"] == REFERENCE_POLICY]
+    others = [(low, top) for row, _, low, top in drawn
+              if row.run.policy["name"] != REFERENCE_POLICY and np.isfinite(low) and np.isfinite(top)]
+    if not refs or not others or max(top for _, top in others) <= 0:
         return
-    finals = [(line, float(line.get_ydata()[-1])) for line, _ in refs]
-    if max(final for _, final in finals) <= _SQUASHED * max(tops):
+    low, top = min(low for low, _ in others), max(top for _, top in others)
+    finals = [(line, float(line.get_ydata()[-1])) for line in refs]
+    if max(final for _, final in finals) <= _SQUASHED * top:
         return
-    bottom = ax.get_ylim()[0]
-    ax.set_ylim(bottom, max(tops) + 0.05 * (max(tops) - bottom))
+    ax.set_ylim(low - 0.05 * (top - low), top + 0.05 * (top - low))  # matplotlib's own margins, without uniform
     for line, final in finals:
         line.set_label(f"{line.get_label()} (above the axis: final {final:.0f})")
     if note:
@@ -239,7 +241,8 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
             line, = ax.plot(row.stored.rounds, mean, color=colors[row.run.label], ls=styles[row.run.label],
                             label=row.run.label, gid=row.run.label, lw=1.6)
             ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
-            drawn.append((row, line, float(np.max(mean + half, initial=-np.inf))))
+            drawn.append((row, line, float(np.min(mean - half, initial=np.inf)),
+                          float(np.max(mean + half, initial=-np.inf))))
         _fit_to_policies(ax, drawn, note=many)
         ax.set_xlabel("round t")
         ax.set_ylabel(_regret_name(exp))
