@@ -105,3 +105,28 @@ def test_uniform_play_runs_off_a_panel_it_would_squash(monkeypatch, tmp_path, un
         assert labels == ["A", "B", "uniform (above the axis: final 100)"]
     else:
         assert top >= uniform_final + 6.35 and labels == ["A", "B", "uniform"]
+
+
+def test_a_sweeps_shared_legend_keeps_uniform_and_its_panel_notes_it_off_the_axis(monkeypatch, tmp_path):
+    """Past twelve series the legend is shared below the panels: uniform play keeps its plain label there, once, and
+    a panel it would squash says in a line of its own that it runs above the axis, with its final mean."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nlbandit.report import build
+
+    labels = [f"p{i}" for i in range(13)] + ["uniform"]
+    exp = SimpleNamespace(env_cases=[(("d", 5),)], curves=True, plots=[], labels=labels, ci=0.95, paper="p",
+                          name="n", scale="quick", n_seeds=2, title="t", loop="bandit", runs=[])
+    rows = [SimpleNamespace(run=SimpleNamespace(case=(("d", 5),), label=label, policy={"name": label}),
+                            stored=SimpleNamespace(rounds=np.arange(1, 4), cum_regret=np.array(
+                                [[0.0, 1.0, 80.0 if label == "uniform" else 2.0]] * 2)))
+            for label in labels]
+    kept = {}
+    monkeypatch.setattr(build, "_save_png", lambda fig, path: kept.setdefault("fig", fig))
+    build.plot_regret(exp, rows, tmp_path / "x.png")
+    fig = kept["fig"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == labels
+    assert [t.get_text() for t in fig.axes[0].texts] == ["uniform (above the axis: final 80)"]
+    assert fig.axes[0].get_ylim()[1] < 3.0
