@@ -12,7 +12,7 @@ the simulator's round keys, computed for blocks of rounds at once by one jitted 
 would take dozens of them (the tie rule, the ensemble probability, the Sherman–Morrison update, the GLM
 index, the Newton refit and GLM-TSL's sample) are numba functions: compiled on first use and cached on disk
 (2–18 s at an agent's first rounds by policy, once per machine), several times faster than their NumPy spelling
-(docs/performance.md, both).
+(both measured in docs/performance.md).
 
 Decisions therefore equal the jitted policy's except where two scores differ by less than floating-point
 rounding (the two paths round differently in the last bits); ``tests/test_host_rounds.py`` checks equality
