@@ -67,7 +67,8 @@ def test_a_log_with_a_missing_segment_is_refused(log, tmp_path):
     (copy / "lock").unlink(missing_ok=True)
     first = sorted((copy / "segments").glob("journal-*.log"))[0]
     first.unlink()
-    with pytest.raises(ConfigError, match="must be complete and start after record 0"):
+    with pytest.raises(ConfigError, match="whole log from its first record: .* must be complete and start at or "
+                                          "before record 1"):
         evaluate_log(copy, "lin-ucb")
     for segment in (copy / "segments").glob("journal-*.log"):
         segment.unlink()

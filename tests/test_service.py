@@ -24,6 +24,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.service.app import Service, agent_config  # noqa: E402
+from nlbandit.service.evaluate import read_log  # noqa: E402
 from nlbandit.service.fleet import Fleet  # noqa: E402
 from nlbandit.service.journal import Journal, JournalDamaged, header_line, read_journal, segments  # noqa: E402
 from nlbandit.service.server import create_app  # noqa: E402
@@ -530,6 +531,51 @@ def test_a_crash_between_a_compactions_rename_and_the_new_journal_recovers(tmp_p
     reopened = Service.open(folder)
     assert (reopened.agent.rounds, reopened.agent.rewarded, reopened.journal.base) == (10, 10, 20)
     reopened.close()
+
+
+def _state_of(service):
+    return (service.agent.rounds, service.agent.rewarded, [np.asarray(a) for a in jax.tree.leaves(service.agent.state)])
+
+
+def _same(a, b) -> bool:
+    return a[:2] == b[:2] and all(np.array_equal(x, y) for x, y in zip(a[2], b[2]))
+
+
+def test_a_snapshot_moved_away_is_rebuilt_from_the_segments_and_the_journal(tmp_path):
+    """The recovery a damaged snapshot's message advises (move it away) replays every segment and the journal
+    (it was refused: 'the snapshot includes 0 journal records but the journal holds records 26..26')."""
+    service = _played(tmp_path / "s", rounds=13, snapshot_every=5)  # 26 records: 25 in segments, 1 live
+    expected, folder = _state_of(service), service.folder
+    (folder / "snapshot.npz").write_bytes((folder / "snapshot.npz").read_bytes()[:1000])  # damaged
+    with pytest.raises(ConfigError, match="move it away to recover from the journal and its segments"):
+        Service.open(folder)
+    (folder / "snapshot.npz").rename(tmp_path / "aside.npz")
+    reopened = Service.open(folder)
+    assert _same(_state_of(reopened), expected) and reopened.journal.records == 26
+    assert "25 replayed from them" in reopened.recovered
+    reopened.close()
+
+
+def test_old_segments_deleted_to_reclaim_space_are_not_needed_beside_the_snapshot(tmp_path):
+    """Deleting the segments a snapshot covers (docs/online.md) keeps the agent recoverable (every segment was
+    read at start-up, and the first's missing start made the agent unavailable); without the snapshot too, the
+    refusal names the records missing, and changes nothing."""
+    service = _played(tmp_path / "s", rounds=13, snapshot_every=5)
+    expected, folder = _state_of(service), service.folder
+    for path in sorted((folder / "segments").iterdir())[:3]:  # records 1..15 of the 25 compacted
+        path.unlink()
+    reopened = Service.open(folder)
+    assert _same(_state_of(reopened), expected)
+    reopened.close()
+    with pytest.raises(JournalDamaged, match="evaluate replays the agent's whole log from its first record: .*journal-"
+                                             "000000000015-000000000020.log: .* start at or before record 1 "):
+        read_log(folder)
+    (folder / "snapshot.npz").rename(tmp_path / "aside.npz")
+    files = sorted(p.name for p in folder.rglob("*"))
+    with pytest.raises(JournalDamaged, match=r"needs journal records 1\.\.25 from segments/ \(it has no snapshot\)"
+                                             r".*deleted\?"):
+        Service.open(folder)
+    assert sorted(p.name for p in folder.rglob("*")) == files
 
 
 def test_a_failed_compaction_keeps_the_journal_in_use(client, service, monkeypatch):

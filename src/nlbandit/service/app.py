@@ -16,13 +16,15 @@ Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one pr
 * ``segments/journal-<first>-<last>.log``: after each snapshot the journal's records move here (a rename) and
   ``journal.log`` starts again after them, so start-up replays at most ``snapshot_every`` records and the live
   journal does not grow without bound; the segments are the decision log that ``nlbandit evaluate`` reads
-  (delete old ones to reclaim space: nothing else needs them).
+  whole. A start-up reads only those after the snapshot's records (all of them if the snapshot is gone), so
+  old ones can be deleted to reclaim space where the log is not to be evaluated whole.
 
 Start-up checks the whole journal and the snapshot before it changes anything: damage to the journal other
 than a torn final record, a snapshot that covers more records than the journal holds, or files of another
 folder stop it with a message, the files left as they were; a torn final record (a write the crash cut
 short, never acknowledged) is cut off, and said so (:attr:`Service.recovered`). It then loads the snapshot
-and replays the journal's later records through the agent. The agent is
+and replays the later records through the agent: the journal's, and the segments' where the snapshot is older
+than the journal's first record or was moved away (damaged). The agent is
 deterministic given its calls, so the replay rebuilds the state the service had; a replayed decision
 must choose the arm the journal recorded, else start-up stops with an error. After ``kill -9`` no accepted
 reward is lost (its record was synced before the reply) and none is applied twice (a client that resends it
@@ -56,7 +58,8 @@ from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward,
 from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.policies.warmup import Warmup
-from nlbandit.service.journal import Journal, compact, decode_array, encode_array, read_journal, segments
+from nlbandit.service.journal import (Journal, JournalDamaged, compact, decode_array, encode_array, read_journal,
+                                      records_after, segment_files, segments)
 from nlbandit.service.status import Activity
 
 MAX_BODY = 8 * 2**20
@@ -156,23 +159,36 @@ class Service:
         fresh = _warm_up(config, resolved)  # also checks the configuration before it is stored
         journal_path, snapshot_path = folder / "journal.log", folder / "snapshot.npz"
         contents = read_journal(journal_path, folder_id)  # checked whole before anything is written
-        compacted = segments(folder, folder_id)
-        base = contents.base if contents.base is not None else (
-            compacted[-1].base + len(compacted[-1].records) if compacted else 0)
+        kept = segment_files(folder)
+        base = contents.base if contents.base is not None else (kept[-1][1] if kept else 0)
         agent = _load_snapshot(snapshot_path, folder_id, fresh) if snapshot_path.exists() else fresh
         start = agent.meta.get("journal_records", 0)
-        if not base <= start <= base + len(contents.records):
+        if start > base + len(contents.records):
             raise ConfigError(f"{folder}: the snapshot includes {start} journal records but the journal holds records "
                               f"{base + 1}..{base + len(contents.records)}; the journal or the snapshot was replaced. "
                               "Nothing was changed")
-        for i, record in enumerate(contents.records[start - base:], start + 1):
+        earlier: list[dict[str, Any]] = []
+        if start < base:  # no snapshot (moved away) or an older one: the records since are in the segments
+            try:
+                compacted = segments(folder, folder_id, start)
+                reach = compacted[-1].base + len(compacted[-1].records) if compacted else start
+                if reach != base:
+                    raise JournalDamaged(f"the segments end at record {reach}, the journal starts after record {base}")
+            except JournalDamaged as e:
+                held = f"its snapshot includes {start}" if snapshot_path.exists() else "it has no snapshot"
+                raise JournalDamaged(f"{folder}: the agent needs journal records {start + 1}..{base} from segments/ "
+                                     f"({held}), which do not hold them: {e}. Restore the snapshot or those "
+                                     "segments; nothing was changed") from None
+            earlier = records_after(compacted, start)
+        for i, record in enumerate(earlier + contents.records[max(start - base, 0):], start + 1):
             _replay(agent, record, i)
         if not stored.exists():  # with the hyperparameters as resolved today: later defaults do not change it
             resolved = {name: value for name, value in fresh.config.items() if name != "name"}
             write_bytes(stored, json.dumps({**config, "resolved": resolved, "folder_id": folder_id}, indent=1).encode())
         journal, contents = Journal.open(journal_path, folder_id, base)
         recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({base + len(contents.records)} journal "
-                     f"records, {start} of them in the snapshot, {base} in {len(compacted)} compacted segments)")
+                     f"records, {start} of them in the snapshot, {base} in {len(kept)} compacted segments"
+                     + (f", {len(earlier)} replayed from them)" if earlier else ")"))
         if contents.torn:
             recovered += f"; cut off the journal's torn final record, never acknowledged: {contents.torn}"
         return cls(folder, config, agent, journal, snapshot_every, lock, folder_id, recovered, trainer)
@@ -374,10 +390,10 @@ def _load_snapshot(path: Path, folder_id: str, scratch: Agent) -> Agent:
     try:
         agent = Agent.load(path)
     except ValueError as e:
-        raise ConfigError(f"{path}: {e}; move it away to recover from the journal alone") from None
+        raise ConfigError(f"{path}: {e}; move it away to recover from the journal and its segments") from None
     if agent.meta.get("folder") != folder_id:
         raise ConfigError(f"{path} was written by another state folder (copied here?); move it away to recover "
-                          "from the journal alone")
+                          "from the journal and its segments")
     def identity(a: Agent) -> tuple:  # a horizon-free agent's horizon grows: not part of what it is
         return a.config, a.spec.d, a.spec.k, a.seed, a.horizon_free, a.horizon_free or a.spec.horizon
 

@@ -31,7 +31,7 @@ from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimates
 from nlbandit.service.fleet import NAME
-from nlbandit.service.journal import decode_array, read_journal, segments
+from nlbandit.service.journal import JournalDamaged, decode_array, read_journal, segments
 
 
 class Evaluation(NamedTuple):
@@ -109,7 +109,11 @@ def read_log(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
       ConfigError: a damaged journal or segment, or segments that do not reach the live journal's start.
     """
     config = json.loads((folder / "agent.json").read_text())
-    compacted, live = segments(folder, config["folder_id"]), read_journal(folder / "journal.log", config["folder_id"])
+    try:
+        compacted = segments(folder, config["folder_id"])
+    except JournalDamaged as e:
+        raise JournalDamaged(f"evaluate replays the agent's whole log from its first record: {e}") from None
+    live = read_journal(folder / "journal.log", config["folder_id"])
     end = compacted[-1].base + len(compacted[-1].records) if compacted else 0
     if live.base is not None and live.base != end:
         raise ConfigError(f"evaluate: {folder}'s journal starts after record {live.base} but its segments end at "

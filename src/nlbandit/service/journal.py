@@ -27,6 +27,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -228,22 +229,53 @@ def compact(journal: Journal, owner: str) -> Journal:
     return fresh
 
 
-def segments(folder: Path, owner: str) -> list[JournalContents]:
-    """The compacted segments of ``folder``'s journal, in order, each checked (:func:`read_journal`) and
-    continuing the one before.
+_SEGMENT = re.compile(r"journal-(\d{12})-(\d{12})\.log")
 
-    Raises:
-      JournalDamaged: a damaged segment, or a gap or overlap between two.
-    """
-    found, end = [], 0
+
+def segment_files(folder: Path) -> list[tuple[int, int, Path]]:
+    """``(base, end, path)`` of each compacted segment of ``folder``'s journal (records ``base + 1 .. end``, as
+    its name says: :func:`segment_path`), in order; the files are not read."""
+    found = []
     for path in sorted((folder / "segments").glob("journal-*.log")):
-        contents = read_journal(path, owner)
-        if contents.torn or contents.base != end:
-            raise JournalDamaged(f"{path}: a compacted segment must be complete and start after record {end} "
-                                 f"(it starts after {contents.base}{'; ' + contents.torn if contents.torn else ''})")
-        found.append(contents)
-        end = contents.base + len(contents.records)
+        match = _SEGMENT.fullmatch(path.name)
+        if match is None:
+            raise JournalDamaged(f"{path}: not a segment's name (journal-<first>-<last>.log, 12 digits each); move it "
+                                 "out of segments/")
+        found.append((int(match[1]), int(match[2]), path))
     return found
 
+
+def segments(folder: Path, owner: str, after: int = 0) -> list[JournalContents]:
+    """The compacted segments of ``folder``'s journal that hold the records after record ``after``, in order,
+    each checked (:func:`read_journal`) and continuing the one before; the segments of earlier records are not
+    read (they may have been deleted to reclaim space).
+
+    Raises:
+      JournalDamaged: a damaged segment; a gap or overlap between two; records after ``after`` that no segment
+        holds (the first segment kept starts later: deleted).
+    """
+    found, end = [], None
+    for base, last, path in segment_files(folder):
+        if last <= after:
+            continue
+        contents = read_journal(path, owner)
+        expected = f"after record {end}" if end is not None else f"at or before record {after + 1}"
+        if contents.torn or contents.base != base or len(contents.records) != last - base or (
+                base > after if end is None else base != end):
+            raise JournalDamaged(f"{path}: a compacted segment must be complete and start {expected} (it holds "
+                                 f"{len(contents.records)} records after record {contents.base}"
+                                 f"{'; ' + contents.torn if contents.torn else ''}); "
+                                 + ("the segments of the records before it were deleted?" if end is None else
+                                    "a segment between them is missing?"))
+        found.append(contents)
+        end = last
+    return found
+
+
+def records_after(compacted: list[JournalContents], after: int) -> list[dict[str, Any]]:
+    """The records after record ``after`` of the segments :func:`segments` returned for ``after``."""
+    records = [r for segment in compacted for r in segment.records]
+    return records[after - compacted[0].base:] if compacted else []
+
 __all__ = ["Journal", "JournalContents", "JournalDamaged", "MAGIC", "compact", "decode_array", "encode_array",
-           "header_line", "read_journal", "segment_path", "segments"]
+           "header_line", "read_journal", "records_after", "segment_files", "segment_path", "segments"]
