@@ -56,6 +56,10 @@ Compiled functions are cached per policy object, and :func:`~nlbandit.policies.r
 returns one object per (name, sizes, static hyperparameters): a second agent of the same policy and
 shapes compiles nothing.
 
+Threads. An agent may be shared by threads: its calls (``decide``, ``decide_batch``, ``reward``,
+``counterfactual``, ``save``) run one at a time under a lock of its own; :meth:`Agent.learn` takes only the
+learning lock, so a training thread does not hold decisions up.
+
 Saved agents (:meth:`Agent.save`) are one ``.npz`` file, written atomically (a temporary file in the
 same folder, then renamed), holding a JSON header (format and version, the policy's resolved
 configuration, sizes, seed, round counter, pending events) and the state's arrays. :meth:`Agent.load`
@@ -204,6 +208,16 @@ def _programs(policy: Policy, draws: int, redo: Callable | None) -> _Programs:
                      jax.jit(redraw, static_argnums=6) if draws else None)
 
 
+def _serialised(method: Callable) -> Callable:
+    """``method`` run under the agent's call lock: an agent shared by threads (a threaded web server) makes one
+    call at a time, so no two decisions get the same event id and no reward is learnt twice."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with self._calls:
+            return method(self, *args, **kwargs)
+    return call
+
+
 class Agent:
     """A registered policy as an online agent (module docstring).
 
@@ -250,6 +264,7 @@ class Agent:
         self._learnt_upto = 0  # the event id of the reward learnt last
         self._learnt = 0  # rewards learnt into the state
         self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
+        self._calls = threading.RLock()  # serialises the calls (_serialised); taken before _lock, never after
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
         self._checked: list = []  # the leaves of the host state last checked finite
         self._rewarded = 0
@@ -488,6 +503,7 @@ class Agent:
         arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, mask, t)
         return arm, float(score), float(bonus), float(p), None
 
+    @_serialised
     def decide(self, contexts: Any, mask: Any = None, *, learn: bool = True) -> Decision:
         """Choose an arm among ``contexts`` (K, d) (those with ``mask`` True; all by default) and return the
         :class:`Decision`; its contexts and arm are kept until :meth:`reward` gives its reward. With ``learn``
@@ -506,6 +522,7 @@ class Agent:
         self._pending[t] = (x, arm)
         return Decision(t, arm, p, method + self._anytime, score, bonus)
 
+    @_serialised
     def decide_batch(self, contexts: Any, masks: Any = None, *, learn: bool = True) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
         current state (no reward in between), as B calls of :meth:`decide` without rewards would make them."""
@@ -537,6 +554,7 @@ class Agent:
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})
         return out
 
+    @_serialised
     def counterfactual(self, contexts: Any, arm: int, mask: Any = None) -> tuple[int, np.ndarray]:
         """For off-policy evaluation: this round's probability of each arm under the policy, without deciding,
         then ``arm`` (chosen by another policy: a logged decision) recorded as the round's decision, kept until
@@ -564,6 +582,7 @@ class Agent:
         self._pending[t] = (x, int(arm))
         return t, counts / counts.sum()
 
+    @_serialised
     def reward(self, event_id: int | Sequence[int], value: float | Sequence[float],
                variance_bound: float | Sequence[float] | None = None) -> None:
         """Learn the reward ``value`` of decision ``event_id``, or of each of a sequence of them (then
@@ -597,7 +616,9 @@ class Agent:
         for e, v, b in zip(ids, values, bounds):
             if not isinstance(e, (int, np.integer)) or isinstance(e, bool):
                 raise ValueError(f"reward: event id must be an integer, got {e!r}")
-            if e not in self._pending or e in seen:
+            if e in seen:
+                raise RepeatedReward(f"reward: event {e} is rewarded twice in this batch; nothing was learnt")
+            if e not in self._pending:
                 if 1 <= e <= self._t:
                     raise RepeatedReward(f"reward: event {e} was already rewarded (pending: {len(self._pending)} "
                                          "events)")
@@ -617,6 +638,7 @@ class Agent:
             self._owed.append((x, arm, np.float64(v), None if b is None else np.float64(b), int(e)))
             self._rewarded += 1
 
+    @_serialised
     def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> Path:
         """Write the agent to ``path`` (a ``.npz`` file) atomically and return the path; ``meta``, a
         JSON-serialisable dict, is saved with it (:attr:`meta` of the loaded agent)."""

@@ -196,6 +196,7 @@ class Service:
     def decide(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
         contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
+        _known_fields(body, ("contexts", "mask"))
         version = self._version()
         decision = self._agent_call(functools.partial(self.agent.decide, learn=not self.background), contexts, mask)
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
@@ -207,6 +208,7 @@ class Service:
     def decide_batch(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/decide_batch`` request."""
         contexts, masks = _array(body, "contexts", 3), _optional_mask(body, "masks", 2)
+        _known_fields(body, ("contexts", "masks"))
         if len(contexts) > MAX_BATCH:
             raise RequestError(413, f"a batch of {len(contexts)} decisions; at most {MAX_BATCH} per request")
         version = self._version()
@@ -221,14 +223,18 @@ class Service:
 
     def reward(self, body: Any) -> dict[str, Any]:
         """Apply and journal a ``/reward`` request (one reward or a batch, all or nothing)."""
-        items = body.get("rewards") if isinstance(body, dict) and "rewards" in body else [body]
+        batch = isinstance(body, dict) and "rewards" in body
+        if batch:
+            _known_fields(body, ("rewards",))
+        items = body["rewards"] if batch else [body]
         if not isinstance(items, list) or not items or not all(isinstance(r, dict) for r in items):
             raise RequestError(400, "'rewards' must be a non-empty list of {\"event_id\", \"value\"} objects")
         if len(items) > MAX_BATCH:
             raise RequestError(413, f"a batch of {len(items)} rewards; at most {MAX_BATCH} per request")
         ids, values, bounds = [], [], []
         for i, r in enumerate(items):
-            where = "" if len(items) == 1 and "rewards" not in body else f"rewards[{i}]."
+            where = f"rewards[{i}]." if batch else ""
+            _known_fields(r, _REWARD_FIELDS, where)
             ids.append(_integer(r, "event_id", where))
             values.append(_number(r, "value", where))
             bounds.append(None if r.get("variance_bound") is None else _number(r, "variance_bound", where))
@@ -543,15 +549,33 @@ def _optional_mask(body: Any, name: str, ndim: int) -> np.ndarray | None:
     return m
 
 
+_REWARD_FIELDS = ("event_id", "value", "variance_bound")
+
+
+def _known_fields(body: dict, allowed: tuple[str, ...], where: str = "") -> None:
+    """RequestError 400 naming the fields of ``body`` that are not among ``allowed`` (a misspelt ``mask`` would
+    otherwise be ignored, and a masked-out arm chosen)."""
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise RequestError(400, f"unknown field(s) {', '.join(repr(where + u) for u in unknown)}; expected "
+                                f"{', '.join(repr(where + a) for a in allowed)}")
+
+
+def _required(r: dict, name: str, where: str) -> Any:
+    if name not in r:
+        raise RequestError(400, f"field '{where}{name}' is required")
+    return r[name]
+
+
 def _integer(r: dict, name: str, where: str) -> int:
-    v = r.get(name)
+    v = _required(r, name, where)
     if not isinstance(v, int) or isinstance(v, bool):
         raise RequestError(400, f"field '{where}{name}' must be an integer, got {v!r}")
     return v
 
 
 def _number(r: dict, name: str, where: str) -> float:
-    v = r.get(name)
+    v = _required(r, name, where)
     if type(v) not in (int, float) or not abs(v) <= MAX_MAGNITUDE:
         raise RequestError(400, f"field '{where}{name}' must be a number of magnitude at most {MAX_MAGNITUDE:g}, "
                                 f"got {v!r}")

@@ -2,7 +2,8 @@
 
 API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input; numbers are
 JSON numbers (no strings, booleans, NaN or infinities) within the agent's bounds
-(:data:`~nlbandit.agent.MAX_MAGNITUDE`); an agent whose state diverged answers 503). Agents:
+(:data:`~nlbandit.agent.MAX_MAGNITUDE`); a field a route does not take is refused; an agent whose state diverged
+answers 503). Agents:
 
 * ``PUT /agents/{name}`` ``{"policy", "d", "k", "horizon"?, "seed"?, "hyperparameters"?}`` → 201 (created,
   durable) or 200 (it exists with this configuration: a resent ``PUT``); 409 for another configuration;
