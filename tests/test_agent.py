@@ -308,6 +308,28 @@ def test_save_and_load_round_trip(tmp_path):
     assert [agent.decide(x) for _ in range(5)] == [loaded.decide(x) for _ in range(5)]
 
 
+def test_events_number_from_first_event_id_and_the_numbering_survives_save_and_load(tmp_path):
+    """The same decisions as an agent numbered from 1, under ids shifted by first_event_id - 1 (a service's
+    agent replacing a removed one of its name), in rewards, pending events, errors and a saved file."""
+    x = np.random.default_rng(3).normal(size=(K, D))
+    plain, shifted = Agent("lin-ts", d=D, k=K, seed=4), Agent("lin-ts", d=D, k=K, seed=4, first_event_id=101)
+    for agent, first in ((plain, 1), (shifted, 101)):
+        decisions = [agent.decide(x) for _ in range(3)] + agent.decide_batch(np.stack([x, x]))
+        assert [d.event_id for d in decisions] == list(range(first, first + 5))
+        agent.reward([first + 1, first + 3], [1.0, 0.0])
+        with pytest.raises(ValueError, match=f"event {first - 1} was never issued .*{first}..{first + 4}"):
+            agent.reward(first - 1, 1.0)
+    assert [d.arm for d in (plain.decide(x), plain.decide(x))] == [d.arm for d in (shifted.decide(x),
+                                                                                   shifted.decide(x))]
+    loaded = Agent.load(shifted.save(tmp_path / "shifted.npz"))
+    assert loaded.pending == shifted.pending == [101, 103, 105, 106, 107] and loaded.first_event_id == 101
+    loaded.reward(107, 1.0)
+    assert loaded.decide(x).event_id == 108
+    for bad in (0, -1, 1.5, True, 2**52 + 1):
+        with pytest.raises(ConfigError, match="field 'first_event_id' must be an integer in"):
+            Agent("lin-ucb", d=D, k=K, first_event_id=bad)
+
+
 def test_load_refuses_truncated_foreign_and_other_version_files(tmp_path):
     agent = Agent("lin-ucb", d=D, k=K, horizon=T)
     agent.decide(np.zeros((K, D)))
@@ -400,10 +422,37 @@ def test_bad_input_is_refused_with_the_field_named():
         agent.decide(x)
     with pytest.raises(ConfigError, match="'horizon' must be an integer >= 1"):
         Agent("lin-ucb", d=D, k=K, horizon=0)
-    with pytest.raises(ConfigError, match="unknown"):
+    with pytest.raises(ConfigError, match="unknown argument 'bogus'; the Agent's own are horizon, seed, .* and "
+                                          "policy 'lin-ucb' takes alpha, delta, lam"):
         Agent("lin-ucb", d=D, k=K, horizon=T, bogus=1)
+    with pytest.raises(ConfigError, match="unknown argument 'horizn'; the Agent's own are horizon"):
+        Agent("lin-ucb", d=D, k=K, horizn=T)
     with pytest.raises(ConfigError):
         Agent("no-such-policy", d=D, k=K, horizon=T)
+
+
+def test_the_agent_refuses_the_values_the_http_api_refuses():
+    """Booleans, strings and complex numbers (the HTTP API's 400s) are refused by the agent too: they were
+    converted (a complex context lost its imaginary part with a warning, ["0.5"] became 0.5, True 1.0)."""
+    agent = Agent("lin-ucb", d=D, k=K, horizon=T)
+    x = np.zeros((K, D))
+    for bad in (x + 1j, x.astype(str), x.astype(bool), [["1"] * D] * K):
+        with pytest.raises(ValueError, match="contexts must be real numbers"):
+            agent.decide(bad)
+        with pytest.raises(ValueError, match="contexts must be real numbers"):
+            agent.decide_batch(np.asarray(bad)[None])
+    events = [agent.decide(x).event_id for _ in range(2)]
+    for value in (True, "1.0", 1 + 0j, np.bool_(True)):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            agent.reward(events[0], value)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        agent.reward(events, ["0.5", "1"])
+    mor = Agent("mor-ucb", d=D, k=K, horizon=T)
+    event = mor.decide(x).event_id
+    with pytest.raises(ValueError, match="variance_bound of event 1 must be a number"):
+        mor.reward(event, 0.3, variance_bound="0.5")
+    assert agent.pending == events and mor.pending == [event]
+    agent.reward(events, [np.float32(0.5), 1])  # NumPy and Python numbers are numbers
 
 
 def test_the_agent_validates_through_the_same_path_as_make_policy():
@@ -531,6 +580,9 @@ CRAFTED = {  # a change to a saved header -> the message it must get
     "rewarded beyond rounds": (lambda h: h.update(rewarded=h["rounds"] + 5), "inconsistent"),
     "no policy": (lambda h: h.pop("policy"), "does not resolve"),
     "meta not an object": (lambda h: h.update(meta=[1]), "'meta' must be an object"),
+    "learnt_upto a string": (lambda h: h.update(learnt_upto="x"), r"'learnt_upto' must be an integer in \[0, rounds"),
+    "learnt_upto beyond rounds": (lambda h: h.update(learnt_upto=10**9), "'learnt_upto' must be an integer in"),
+    "first_event_id zero": (lambda h: h.update(first_event_id=0), "field 'first_event_id' must be an integer in"),
 }
 
 

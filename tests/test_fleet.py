@@ -11,6 +11,7 @@ pytest.importorskip("starlette", reason="the service needs the test extra's star
 from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
+from nlbandit.service.evaluate import estimable_events, read_log, replay_log  # noqa: E402
 from nlbandit.service.fleet import Fleet, config_of  # noqa: E402
 from nlbandit.service.server import create_app  # noqa: E402
 
@@ -124,6 +125,35 @@ def test_each_agent_recovers_on_its_own_and_a_damaged_one_does_not_stop_the_othe
     again = Fleet.open(folder)
     assert sorted(again.agents) == ["a"] and "agent.json is not valid JSON" in again.unavailable["c"]
     again.close()
+
+
+def test_an_agent_created_after_a_removal_numbers_its_events_after_the_removed_ones(tmp_path):
+    """A late reward for a removed agent's event is refused (404) by a new agent of the same name: its events
+    number from the removed one's next id, across restarts (they started at 1 again, and the old reward was
+    learnt for the new agent's decision). A removed agent that could not be recovered moves the ids 2**32 on."""
+    folder = tmp_path / "s"
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        assert c.put("/agents/search", json=UCB).status_code == 201
+        _play(c, "search", 3)
+        stale = c.post("/agents/search/decide", json={"contexts": _contexts(3)}).json()["event_id"]
+        assert stale == 4 and c.delete("/agents/search").status_code == 200
+        assert c.put("/agents/search", json=UCB).status_code == 201
+        r = c.post("/agents/search/reward", json={"event_id": stale, "value": 1.0})
+        assert r.status_code == 404 and "was never issued (this agent has issued none yet)" in r.json()["error"]
+        d = c.post("/agents/search/decide", json={"contexts": _contexts(0)}).json()
+        assert d["event_id"] == 5 and c.get("/agents/search").json()["rounds"] == 1
+        r = c.post("/agents/search/reward", json={"event_id": stale, "value": 1.0})
+        assert r.status_code == 404 and "this agent has issued 5..5" in r.json()["error"]
+        assert c.post("/agents/search/reward", json={"event_id": 5, "value": 1.0}).status_code == 200
+    with TestClient(create_app(Fleet.open(folder))) as c:  # restarted: the numbering is the agent's own
+        assert c.post("/agents/search/decide", json={"contexts": _contexts(1)}).json()["event_id"] == 6
+    replayed = replay_log(folder, "lin-ucb", agent="search")  # off-policy evaluation reads the log's numbering
+    assert replayed.events.tolist() == [5] and estimable_events(read_log(folder / "agents" / "search")[1], 5) == 1
+    journal = folder / "agents" / "search" / "journal.log"
+    journal.write_bytes(journal.read_bytes()[:-30] + b"x" * 30)  # damaged: the agent cannot be recovered
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        assert c.delete("/agents/search").status_code == 200 and c.put("/agents/search", json=UCB).status_code == 201
+        assert c.post("/agents/search/decide", json={"contexts": _contexts(0)}).json()["event_id"] == 5 + 2**32
 
 
 def test_start_up_finishes_a_removal_and_drops_a_creation_a_crash_cut_short(tmp_path):

@@ -7,10 +7,10 @@
     agent.reward(decision.event_id, 1.0)         # later, in any order, once per event
     agent.save("agent.npz"); agent = nb.Agent.load("agent.npz")
 
-Every decision gets an event id (its round number, 1, 2, …); its contexts and arm are kept until its reward
-arrives, and the reward is then learnt with the update of that round (the policy's ``update`` with the
-round's key and round number), so rewards may come late, out of order and in batches. An event is learnt
-exactly once: a reward for an event id that was never issued, or that was already rewarded, is an error
+Every decision gets an event id (its round number, 1, 2, …, or counted from ``first_event_id``); its contexts and
+arm are kept until its reward arrives, and the reward is then learnt with the update of that round (the policy's
+``update`` with the round's key and round number), so rewards may come late, out of order and in batches. An event
+is learnt exactly once: a reward for an event id that was never issued, or that was already rewarded, is an error
 that changes nothing.
 
 Randomness follows :mod:`nlbandit.core.keys`: a seed's policy streams and round keys are the simulator's,
@@ -114,6 +114,8 @@ probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 a round with it
 error is about that of the 128 antithetic indicator draws used before (within 15%) where the probability is above
 0.5, and 1.6–5.5 times smaller where it is below 0.1, which is where inverse-propensity weights need it (300
 repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
+MAX_EVENT_ID = 2**52
+"""The largest first event id an agent takes (event ids stay exact in JSON's doubles for 2**52 decisions more)."""
 INITIAL_HORIZON = 1024
 """The horizon a horizon-free agent (``horizon=None``) is first built for; it doubles whenever reached."""
 MAX_MAGNITUDE = 1e6
@@ -139,7 +141,8 @@ class Decision(NamedTuple):
     """One decision.
 
     Attributes:
-      event_id: the id to give back with the reward (the decision's round number, from 1).
+      event_id: the id to give back with the reward: the decision's round number, from 1 (from the agent's
+        ``first_event_id``).
       arm: index of the chosen arm in the round's contexts.
       probability: the probability of choosing ``arm`` (module docstring), NaN when ``method`` is ``"none"``.
       method: ``"exact"``; ``"estimate: N redraws, se S"``; or ``"none"`` (no exact value and no redraws).
@@ -234,6 +237,9 @@ class Agent:
         else :data:`REDRAWS` redraws (module docstring).
       numpy_round: decide and learn on the host where the policy has a host round (module docstring); False:
         always the jitted round.
+      first_event_id: the event id of the first decision (later ones count on from it): a service gives an agent
+        that replaces a removed one of the same name the ids after the removed one's, so that a late reward
+        for the removed agent's event is refused rather than learnt for another decision.
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`;
         those not given take the agent's practice defaults (:func:`agent_defaults`), else the registered ones.
 
@@ -243,25 +249,34 @@ class Agent:
     """
 
     def __init__(self, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0, *,
-                 estimate_draws: int | None = None, numpy_round: bool = True, **hyperparameters: Any):
+                 estimate_draws: int | None = None, numpy_round: bool = True, first_event_id: int = 1,
+                 **hyperparameters: Any):
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
-                      estimate_draws=estimate_draws, numpy_round=numpy_round)
+                      estimate_draws=estimate_draws, numpy_round=numpy_round, first_event_id=first_event_id)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
+        known = {h.name for h in policy_entry(policy, f"Agent policy '{policy}'").hypers}
+        unknown = sorted(set(hyperparameters) - known)
+        if unknown:
+            raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are horizon, seed, "
+                              f"estimate_draws, numpy_round, first_event_id, and policy '{policy}' takes "
+                              f"{', '.join(sorted(known)) or 'no hyperparameters'}")
         config = agent_policy(policy, hyperparameters, spec, f"Agent policy '{policy}'")
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
-                    horizon is None)
+                    horizon is None, int(first_event_id))
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
 
     def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int | None, numpy_round: bool,
-               horizon_free: bool) -> None:
+               horizon_free: bool, first_event_id: int) -> None:
         self.seed, self._asked_draws, self.horizon_free = seed, draws, horizon_free
+        self.first_event_id = first_event_id
+        self._base = first_event_id - 1  # event id = round number + _base
         self._keys = seed_keys(jnp.uint32(seed))
         self._estimate_key = jax.random.fold_in(jax.random.key(jnp.uint32(seed)), _ESTIMATE_STREAM)
         self._build(config, spec, numpy_round)
         self._t = 0
         self._pending: dict[int, tuple[Any, int]] = {}  # event id -> (its contexts (host copy), arm)
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
-        self._learnt_upto = 0  # the event id of the reward learnt last
+        self._learnt_upto = 0  # the round number of the reward learnt last
         self._learnt = 0  # rewards learnt into the state
         self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
         self._calls = threading.RLock()  # serialises the calls (_serialised); taken before _lock, never after
@@ -343,7 +358,7 @@ class Agent:
 
     @property
     def rounds(self) -> int:
-        """Decisions made so far (the last event id issued)."""
+        """Decisions made so far (the last event id issued is ``first_event_id - 1 + rounds``)."""
         return self._t
 
     @property
@@ -410,15 +425,15 @@ class Agent:
         """Refuse to decide with a state that is no longer finite (:class:`PolicyDiverged`)."""
         if not ok:
             raise PolicyDiverged(f"policy '{self.policy.meta.name}': its state is no longer finite after learning "
-                                 f"the rewards up to event {self._learnt_upto} (a training that diverged: lower "
-                                 "the learning rate, or standardise the features); this agent makes no more "
-                                 "decisions")
+                                 f"the rewards up to event {self._learnt_upto + self._base} (a training that "
+                                 "diverged: lower the learning rate, or standardise the features); this agent makes "
+                                 "no more decisions")
 
     def _check_round(self, contexts: Any, mask: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         k, d = self.spec.k, self.spec.d
         # copies of its own (kept until the reward, whatever the caller does), C-ordered and writable whatever the
         # caller's layout, so that the host round's numba functions see one argument type (one compilation each)
-        x = np.array(contexts, np.float64, order="C")
+        x = _real_array(contexts, where)
         if x.shape != (k, d):
             raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
         if not within(x, MAX_MAGNITUDE):  # (False for NaN too)
@@ -519,14 +534,14 @@ class Agent:
             arm, score, bonus, p, how = self._host_act(x, m, t)
         p, method = (p, how) if how is not None else self._probability(p, x, m, t, arm)
         self._t = t
-        self._pending[t] = (x, arm)
-        return Decision(t, arm, p, method + self._anytime, score, bonus)
+        self._pending[t + self._base] = (x, arm)
+        return Decision(t + self._base, arm, p, method + self._anytime, score, bonus)
 
     @_serialised
     def decide_batch(self, contexts: Any, masks: Any = None, *, learn: bool = True) -> list[Decision]:
         """Decisions for B rounds at once, ``contexts`` (B, K, d) (``masks`` (B, K)), all made with the
         current state (no reward in between), as B calls of :meth:`decide` without rewards would make them."""
-        x = np.array(contexts, np.float64, order="C")  # a C-ordered copy of its own, as in _check_round
+        x = _real_array(contexts, "decide_batch")  # a C-ordered copy of its own, as in _check_round
         if x.ndim != 3 or x.shape[0] < 1:
             raise ValueError(f"decide_batch: contexts must have shape (B, k, d) with B >= 1, got {x.shape}")
         ms = [None] * x.shape[0] if masks is None else list(np.asarray(masks))
@@ -549,7 +564,7 @@ class Agent:
         out = []
         for i, (t, (arm, score, bonus, p, how)) in enumerate(zip(ts.tolist(), rows)):
             p, method = (p, how) if how is not None else self._probability(p, xs[i], mss[i], t, int(arm))
-            out.append(Decision(t, int(arm), p, method + self._anytime, score, bonus))
+            out.append(Decision(t + self._base, int(arm), p, method + self._anytime, score, bonus))
         self._t = int(ts[-1])
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})
         return out
@@ -579,8 +594,8 @@ class Agent:
         t = self._t + 1
         counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t, resample))
         self._t = t
-        self._pending[t] = (x, int(arm))
-        return t, counts / counts.sum()
+        self._pending[t + self._base] = (x, int(arm))
+        return t + self._base, counts / counts.sum()
 
     @_serialised
     def reward(self, event_id: int | Sequence[int], value: float | Sequence[float],
@@ -597,7 +612,7 @@ class Agent:
         """
         batch = not np.isscalar(event_id)
         ids = list(event_id) if batch else [event_id]
-        values = list(np.atleast_1d(np.asarray(value, np.float64))) if batch else [value]
+        values = list(np.atleast_1d(value)) if batch else [value]  # (strings stay strings: refused below)
         if len(values) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(values)} values")
         needs_bound = self.policy.meta.requires.noise_level
@@ -608,7 +623,7 @@ class Agent:
             raise ValueError(f"reward: policy '{self.policy.meta.name}' does not read a noise level; omit "
                              "variance_bound")
         bounds = [None] * len(ids) if variance_bound is None else (
-            list(np.atleast_1d(np.asarray(variance_bound, np.float64))) if batch else [variance_bound])
+            list(np.atleast_1d(variance_bound)) if batch else [variance_bound])
         if len(bounds) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(bounds)} variance bounds")
         low, high = self.policy.meta.requires.reward_range or (-math.inf, math.inf)
@@ -619,23 +634,24 @@ class Agent:
             if e in seen:
                 raise RepeatedReward(f"reward: event {e} is rewarded twice in this batch; nothing was learnt")
             if e not in self._pending:
-                if 1 <= e <= self._t:
+                if self._base < e <= self._base + self._t:
                     raise RepeatedReward(f"reward: event {e} was already rewarded (pending: {len(self._pending)} "
                                          "events)")
-                raise UnknownEvent(f"reward: event {e} was never issued (this agent has issued 1..{self._t})")
+                issued = f"{self._base + 1}..{self._base + self._t}" if self._t else "none yet"
+                raise UnknownEvent(f"reward: event {e} was never issued (this agent has issued {issued})")
             seen.add(e)
-            if not isinstance(v, (int, float, np.number)) or not abs(v) <= MAX_MAGNITUDE:
+            if not _real(v) or not abs(v) <= MAX_MAGNITUDE:
                 raise ValueError(f"reward: value of event {e} must be a finite number of magnitude at most "
                                  f"{MAX_MAGNITUDE:g}, got {v!r}")
             if not low <= v <= high:
                 raise ValueError(f"reward: value of event {e} is {v}, outside [{low}, {high}], the rewards policy "
                                  f"'{self.policy.meta.name}' models")
-            if b is not None and not 0 <= b <= MAX_MAGNITUDE:
+            if b is not None and (not _real(b) or not 0 <= b <= MAX_MAGNITUDE):
                 raise ValueError(f"reward: variance_bound of event {e} must be a number in [0, {MAX_MAGNITUDE:g}], "
                                  f"got {b!r}")
         for e, v, b in zip(ids, values, bounds):
             x, arm = self._pending.pop(int(e))
-            self._owed.append((x, arm, np.float64(v), None if b is None else np.float64(b), int(e)))
+            self._owed.append((x, arm, np.float64(v), None if b is None else np.float64(b), int(e) - self._base))
             self._rewarded += 1
 
     @_serialised
@@ -654,7 +670,8 @@ class Agent:
                   "k": self.spec.k, "horizon": self.spec.horizon, "horizon_free": self.horizon_free, "seed": self.seed,
                   "estimate_draws": self._asked_draws, "numpy_round": self.numpy_round, "rounds": self._t,
                   "rewarded": self._rewarded, "learnt_upto": self._learnt_upto, "meta": dict(meta or {}),
-                  "pending": [[e, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
+                  "first_event_id": self.first_event_id,
+                  "pending": [[e - self._base, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
         return write_npz(path, arrays)
 
@@ -677,6 +694,7 @@ class Agent:
                              f"reads version {VERSION} only. Load it with the nlbandit version that saved it")
         where = f"Agent.load: {path}: header"
         fields = {name: header.get(name) for name in ("d", "k", "horizon", "seed", "estimate_draws", "numpy_round")}
+        fields["first_event_id"] = header.get("first_event_id", 1)
         try:
             _check_fields(where, **fields)
             spec = ProblemSpec(fields["d"], fields["k"], fields["horizon"])
@@ -686,7 +704,8 @@ class Agent:
             horizon_free = header.get("horizon_free", False)
             if not isinstance(horizon_free, bool):
                 raise ConfigError(f"{where}: field 'horizon_free' must be true or false, got {horizon_free!r}")
-            agent._setup(config, spec, fields["seed"], fields["estimate_draws"], fields["numpy_round"], horizon_free)
+            agent._setup(config, spec, fields["seed"], fields["estimate_draws"], fields["numpy_round"], horizon_free,
+                         fields["first_event_id"])
         except ConfigError as e:
             raise ValueError(f"Agent.load: {path}: the saved configuration does not resolve: {e}") from None
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
@@ -702,8 +721,13 @@ class Agent:
                                             arrays.get("first_arms"))
         agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
                                                             [_restore(a, s) for a, s in zip(saved, shapes)]))
-        agent._t, agent._rewarded, agent._pending, agent._learnt = rounds, rewarded, pending, rewarded
+        agent._t, agent._rewarded, agent._learnt = rounds, rewarded, rewarded
+        agent._pending = {e + agent._base: event for e, event in pending.items()}
         agent._learnt_upto, agent.meta = header.get("learnt_upto", 0), header.get("meta", {})
+        if not isinstance(agent._learnt_upto, int) or isinstance(agent._learnt_upto, bool) or \
+                not 0 <= agent._learnt_upto <= rounds:
+            raise ValueError(f"Agent.load: {path}: the header's 'learnt_upto' must be an integer in [0, rounds = "
+                             f"{rounds}], got {agent._learnt_upto!r}")
         if not isinstance(agent.meta, dict):
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
         agent._arms = arrays.get("first_arms")
@@ -734,6 +758,22 @@ def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec
     return check_policy_sizes(resolve_policy({"name": policy, **given}, where), spec, where)
 
 
+def _real(v: Any) -> bool:
+    """Whether ``v`` is a real number as the HTTP API takes one: an integer or a float (not a boolean, a string or
+    a complex number)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _real_array(contexts: Any, where: str) -> np.ndarray:
+    """``contexts`` as a C-ordered float64 copy of the agent's own; ValueError unless they are real numbers (not
+    booleans, strings or complex numbers, which the HTTP API refuses too)."""
+    raw = np.asarray(contexts)
+    if raw.dtype.kind not in "iuf":
+        raise ValueError(f"{where}: contexts must be real numbers (not booleans, strings or complex ones), got "
+                         f"dtype {raw.dtype}")
+    return np.array(raw, np.float64, order="C")
+
+
 def _check_fields(where: str, **fields: Any) -> None:
     """The agent's sizes, seed and options (the constructor's and a saved header's): ConfigError naming the field."""
     for name, low in (("d", 1), ("k", 1), ("horizon", 1), ("seed", 0), ("estimate_draws", 0)):
@@ -746,6 +786,9 @@ def _check_fields(where: str, **fields: Any) -> None:
         raise ConfigError(f"{where}: field 'seed' must be an integer in [0, 2**32 - 1], got {fields['seed']!r}")
     if not isinstance(fields["numpy_round"], bool):
         raise ConfigError(f"{where}: field 'numpy_round' must be true or false, got {fields['numpy_round']!r}")
+    first = fields["first_event_id"]
+    if not isinstance(first, (int, np.integer)) or isinstance(first, bool) or not 1 <= first <= MAX_EVENT_ID:
+        raise ConfigError(f"{where}: field 'first_event_id' must be an integer in [1, 2**52], got {first!r}")
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

@@ -221,7 +221,7 @@ def _service_env(env: dict[str, Any], horizon: int, where: str) -> dict[str, Any
         config, records = read_log(folder)
     except ConfigError as e:
         raise ConfigError(f"{where}: field 'folder': {e}") from None
-    derived = {"d": config["d"], "k": config["k"], "events": estimable_events(records),
+    derived = {"d": config["d"], "k": config["k"], "events": estimable_events(records, config.get("first_event_id", 1)),
                "log_sha256": log_digest(folder)}
     for field, value in derived.items():
         if values[field] is not None and values[field] != value:

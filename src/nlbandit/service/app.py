@@ -5,8 +5,10 @@ Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one pr
 * ``lock``: locked (``flock``) by the process serving the agent, with its pid; a second one is refused,
   and the lock goes with the process that held it (also after ``kill -9``);
 * ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed), every hyperparameter as
-  resolved at creation (``resolved``: a later change of a default leaves the agent as it was) and the folder's
-  random id, written when the folder is created; a later start with another configuration is refused;
+  resolved at creation (``resolved``: a later change of a default leaves the agent as it was), the folder's
+  random id and the agent's first event id (after those of a removed agent of the same name:
+  :mod:`~nlbandit.service.fleet`), written when the folder is created; a later start with another
+  configuration is refused;
 * ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
   ``decide_batch`` and ``reward``, in the order the agent applied them; a request is answered only after its
   record is on disk;
@@ -107,9 +109,10 @@ class Service:
 
     @classmethod
     def open(cls, folder: str | os.PathLike, config: dict[str, Any] | None = None, snapshot_every: int = 1000,
-             trainer: concurrent.futures.Executor | None = None) -> "Service":
+             trainer: concurrent.futures.Executor | None = None, first_event_id: int = 1) -> "Service":
         """The service of ``folder``: created with ``config`` (:func:`agent_config`) when the folder holds
-        none, else recovered from its snapshot and journal (``config``, if given, must equal the stored one).
+        none (its agent's event ids from ``first_event_id``: :class:`~nlbandit.agent.Agent`), else recovered from
+        its snapshot and journal (``config``, if given, must equal the stored one).
         The folder stays locked until :meth:`close` (or the process ends). A jitted agent trains in ``trainer``
         (one thread shared by the agents of a :class:`~nlbandit.service.fleet.Fleet`; default: its own).
 
@@ -125,7 +128,7 @@ class Service:
         folder.mkdir(parents=True, exist_ok=True)
         lock = lock_folder(folder)
         try:
-            return cls._recover(folder, config, snapshot_every, lock, trainer)
+            return cls._recover(folder, config, snapshot_every, lock, trainer, first_event_id)
         except BaseException:
             os.close(lock)
             if created:
@@ -136,7 +139,7 @@ class Service:
 
     @classmethod
     def _recover(cls, folder: Path, config: dict[str, Any] | None, snapshot_every: int, lock: int,
-                 trainer: concurrent.futures.Executor | None) -> "Service":
+                 trainer: concurrent.futures.Executor | None, first_event_id: int) -> "Service":
         stored = folder / "agent.json"
         if stored.exists():
             try:
@@ -147,7 +150,7 @@ class Service:
             if not isinstance(folder_id, str):
                 raise ConfigError(f"{stored} has no folder id: it was written by an earlier nlbandit, whose journal "
                                   "format this version does not read; start a new folder")
-            resolved = saved.pop("resolved", None)
+            resolved, first_event_id = saved.pop("resolved", None), saved.pop("first_event_id", 1)
             if config is not None and config != saved:
                 raise ConfigError(f"{folder} holds an agent configured as {saved}, not {config}; use another folder")
             config = saved
@@ -156,7 +159,7 @@ class Service:
                               "one")
         else:
             folder_id, resolved = uuid.uuid4().hex, None
-        fresh = _warm_up(config, resolved)  # also checks the configuration before it is stored
+        fresh = _warm_up(config, resolved, first_event_id)  # also checks the configuration before it is stored
         journal_path, snapshot_path = folder / "journal.log", folder / "snapshot.npz"
         contents = read_journal(journal_path, folder_id)  # checked whole before anything is written
         kept = segment_files(folder)
@@ -184,7 +187,8 @@ class Service:
             _replay(agent, record, i)
         if not stored.exists():  # with the hyperparameters as resolved today: later defaults do not change it
             resolved = {name: value for name, value in fresh.config.items() if name != "name"}
-            write_bytes(stored, json.dumps({**config, "resolved": resolved, "folder_id": folder_id}, indent=1).encode())
+            write_bytes(stored, json.dumps({**config, "resolved": resolved, "folder_id": folder_id,
+                                            "first_event_id": first_event_id}, indent=1).encode())
         journal, contents = Journal.open(journal_path, folder_id, base)
         recovered = (f"{agent.rounds} decisions and {agent.rewarded} rewards ({base + len(contents.records)} journal "
                      f"records, {start} of them in the snapshot, {base} in {len(kept)} compacted segments"
@@ -356,12 +360,12 @@ class Service:
         os.close(self._lock)
 
 
-def _new_agent(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> Agent:
+def _new_agent(config: dict[str, Any], resolved: dict[str, Any] | None = None, first_event_id: int = 1) -> Agent:
     """A fresh agent of ``config`` (:func:`agent_config`), with the policy's hyperparameters ``resolved`` when its
     folder was created (``agent.json``'s, so that a later change of a default, e.g. the agent's practice defaults,
-    leaves an existing agent as it was); ConfigError if it is invalid."""
+    leaves an existing agent as it was) and its event ids from ``first_event_id``; ConfigError if it is invalid."""
     return Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
-                 **{**config["hyperparameters"], **(resolved or {})})
+                 first_event_id=first_event_id, **{**config["hyperparameters"], **(resolved or {})})
 
 
 def check_folder(folder: Path, snapshot_every: Any) -> bool:
@@ -401,7 +405,8 @@ def _load_snapshot(path: Path, folder_id: str, scratch: Agent) -> Agent:
         raise ConfigError(f"{path} was written by another state folder (copied here?); move it away to recover "
                           "from the journal and its segments")
     def identity(a: Agent) -> tuple:  # a horizon-free agent's horizon grows: not part of what it is
-        return a.config, a.spec.d, a.spec.k, a.seed, a.horizon_free, a.horizon_free or a.spec.horizon
+        return (a.config, a.spec.d, a.spec.k, a.seed, a.horizon_free, a.horizon_free or a.spec.horizon,
+                a.first_event_id)
 
     if identity(agent) != identity(scratch):
         raise ConfigError(f"{path} holds a {agent.config['name']} agent that is not the one agent.json configures")
@@ -416,11 +421,11 @@ WARM_UP_ROUNDS = 4
 """Rounds :func:`_warm_up` plays beyond the policy's warm-up plan: two with a mask, two without."""
 
 
-def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> Agent:
+def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None, first_event_id: int = 1) -> Agent:
     """Compile the agent's functions on a throwaway agent of ``config`` (compiled functions are shared by
     agents of the same policy and shapes), so that the first requests do not wait for compilation, once per
-    configuration but its seed; return a fresh agent of ``config`` (:func:`_new_agent`). ConfigError if the
-    configuration is invalid.
+    configuration but its seed; return a fresh agent of ``config`` (:func:`_new_agent`), its event ids from
+    ``first_event_id``. ConfigError if the configuration is invalid.
 
     The throwaway agent decides and learns through its policy's warm-up plan (:func:`_planned_rounds`) and
     :data:`WARM_UP_ROUNDS` rounds more, every other one with a mask: the rounds after a plan and masked rounds
@@ -428,7 +433,7 @@ def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> 
     none; GLM-TSL's first decision after its plan compiled for 2.8 s in the request that made it, before)."""
     key = json.dumps({**config, "seed": None, "resolved": resolved}, sort_keys=True, default=repr)
     if key in _WARMED:
-        return _new_agent(config, resolved)
+        return _new_agent(config, resolved, first_event_id)
     scratch = _new_agent(config, resolved)
     k, d = config["k"], config["d"]
     x = np.random.default_rng(0).uniform(-1.0, 1.0, (k, d)) / (2.0 * math.sqrt(d))  # features of norm <= 1/2
@@ -447,7 +452,7 @@ def _warm_up(config: dict[str, Any], resolved: dict[str, Any] | None = None) -> 
     except (ValueError, PolicyDiverged):
         pass  # a policy that refuses (or diverges on) the dummy rounds compiles on the first requests instead
     _WARMED.add(key)
-    return _new_agent(config, resolved)
+    return _new_agent(config, resolved, first_event_id)
 
 
 def _planned_rounds(agent: Agent) -> int:

@@ -132,11 +132,11 @@ def log_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def estimable_events(records: list[dict[str, Any]]) -> int:
+def estimable_events(records: list[dict[str, Any]], first_event_id: int = 1) -> int:
     """The number of rewarded decisions with a logged probability (the events :func:`replay_log` estimates on)
-    among journal ``records``."""
-    estimable: dict[int, bool] = {}  # event id (its decision's number) -> whether it was logged with a probability
-    decided = count = 0
+    among journal ``records`` of an agent whose event ids start at ``first_event_id``."""
+    estimable: dict[int, bool] = {}  # event id -> whether it was logged with a probability
+    count, decided = 0, first_event_id - 1
     for record in records:
         if record.get("op") in ("decide", "decide_batch"):
             for p in _probabilities(record):
@@ -161,7 +161,8 @@ def replay_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any] 
     folder = agent_folder(folder, agent, ("evaluate: folder", "evaluate: agent"))
     config, records = read_log(folder)
     d, k = config["d"], config["k"]
-    candidate = Agent(policy, d, k, None, seed, estimate_draws=estimate_draws, **(hyperparameters or {}))
+    candidate = Agent(policy, d, k, None, seed, estimate_draws=estimate_draws,  # the log's event ids
+                      first_event_id=config.get("first_event_id", 1), **(hyperparameters or {}))
     model_a, model_b = np.eye(d) * ridge, np.zeros(d)  # the DR reward model's ridge statistics
     pending: dict[int, tuple] = {}  # event id -> (logged arm, its probability, candidate's row, model's row)
     rows: list[tuple] = []

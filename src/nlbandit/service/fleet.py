@@ -8,7 +8,12 @@ State folder ``DIR`` (held by one process at a time):
   journal, snapshots and segments), so each agent is journalled, snapshotted, compacted and recovered on its
   own;
 * ``deleted/``: agents being removed. A removal renames the agent's folder into it (atomic, synced) before
-  answering, then deletes it; start-up finishes a removal a crash interrupted.
+  answering, then deletes it; start-up finishes a removal a crash interrupted;
+* ``retired/<name>.json``: the first event id free after the agents of that name removed so far, written
+  (atomically) before a removal's rename. An agent created under the name later numbers its decisions from
+  there, so a late or resent reward for a removed agent's event is refused (404) instead of being learnt for
+  another decision. Where the removed agent could not be recovered (its decisions unknown), the ids jump by
+  :data:`UNKNOWN_DECISIONS`.
 
 An agent exists once its folder holds ``agent.json`` (written atomically before ``PUT /agents/{name}`` is
 answered). Start-up recovers every agent independently: one that cannot be recovered (a damaged journal, a
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +37,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nlbandit.atomic import sync_folder
+from nlbandit.agent import MAX_EVENT_ID
+from nlbandit.atomic import sync_folder, write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.service.app import RequestError, Service, agent_config, check_folder, lock_folder
 
@@ -40,6 +47,9 @@ DEFAULT = "default"
 that ``nlbandit serve DIR --policy P --d D --k K`` creates."""
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """An agent's name: 1 to 64 letters, digits, ``_``, ``.`` or ``-``, starting with a letter or digit."""
+UNKNOWN_DECISIONS = 2**32
+"""How far the event ids of an agent created after the removal of an unrecoverable one of its name start beyond
+its first event id (its number of decisions cannot be read)."""
 _FIELDS = {"policy": str, "d": int, "k": int, "horizon": (int, type(None)), "seed": int, "hyperparameters": dict}
 
 
@@ -170,8 +180,9 @@ class Fleet:
     def _new(self, name: str, config: dict[str, Any]) -> Service:
         """The new agent ``name``, its folder's creation synced; RequestError 400 for an invalid configuration
         (nothing left behind)."""
+        first = self._first_free(name)
         try:
-            service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer)
+            service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer, first)
         except (ConfigError, ValueError, TypeError) as e:
             raise RequestError(400, str(e)) from None
         sync_folder(self.folder / "agents")
@@ -213,6 +224,7 @@ class Fleet:
         check_name(name)
         if name not in self.agents and name not in self.unavailable:
             self.service(name)  # raises 404 or 409
+        previous = self._first_free(name)  # (a damaged record refuses the removal before anything changes)
         self._busy.add(name)
         try:
             service = self.agents.pop(name, None)
@@ -220,6 +232,7 @@ class Fleet:
             if service is not None:
                 await service.journal.durable()
                 await asyncio.get_running_loop().run_in_executor(None, service.close)
+            self._retire(name, service, previous)
             gone = self.folder / "deleted" / f"{name}.{uuid.uuid4().hex[:8]}"
             gone.parent.mkdir(exist_ok=True)
             os.rename(self.folder / "agents" / name, gone)
@@ -227,6 +240,40 @@ class Fleet:
         finally:
             self._busy.discard(name)
         await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone)
+
+    def _first_free(self, name: str) -> int:
+        """The first event id after those of the agents named ``name`` removed so far (1 for none)."""
+        path = self.folder / "retired" / f"{name}.json"
+        if not path.exists():
+            return 1
+        try:
+            first = json.loads(path.read_text())["first_free"]
+        except (OSError, ValueError, KeyError, TypeError):
+            first = None
+        if not isinstance(first, int) or isinstance(first, bool) or not 1 <= first <= MAX_EVENT_ID:
+            raise RequestError(503, f"{path} does not hold {{\"first_free\": an integer in [1, 2**52]}}: restore "
+                                    "it, or delete it to number the events of a new agent of this name from 1 again")
+        return first
+
+    def _retire(self, name: str, service: Service | None, previous: int) -> None:
+        """Record (atomically, durably) the first event id after those of the agent ``name`` being removed (whose
+        own first id was at least ``previous``): after its last decision, or :data:`UNKNOWN_DECISIONS` beyond its
+        first id where it could not be recovered."""
+        if service is not None:
+            first_free = service.agent.first_event_id + service.agent.rounds
+        else:
+            try:
+                first = json.loads((self.folder / "agents" / name / "agent.json").read_text()).get("first_event_id", 1)
+            except (OSError, ValueError, AttributeError):
+                first = None
+            if not isinstance(first, int) or isinstance(first, bool):
+                first = previous
+            first_free = min(max(first, previous) + UNKNOWN_DECISIONS, MAX_EVENT_ID)
+        retired = self.folder / "retired"
+        if not retired.is_dir():
+            retired.mkdir()
+            sync_folder(self.folder)
+        write_bytes(retired / f"{name}.json", json.dumps({"first_free": first_free}).encode())
 
     def listing(self) -> list[dict[str, Any]]:
         """Every agent with its configuration and counters (``GET /agents``), the unavailable ones with why."""

@@ -8,8 +8,10 @@ answers 503). Agents:
 * ``PUT /agents/{name}`` ``{"policy", "d", "k", "horizon"?, "seed"?, "hyperparameters"?}`` → 201 (created,
   durable) or 200 (it exists with this configuration: a resent ``PUT``); 409 for another configuration;
 * ``GET /agents`` → ``{"agents": [{"name", "policy", "d", "k", ..., "rounds", "rewarded", "status"}]}``;
-* ``GET /agents/{name}`` → the agent's configuration and counters; ``DELETE /agents/{name}`` → removed
-  with its files (durable); 404 for an agent that does not exist, 503 for one start-up could not recover.
+* ``GET /agents/{name}`` → the agent's configuration and counters (503 for one start-up could not recover);
+  ``DELETE /agents/{name}`` → removed with its files (durable; also one start-up could not recover), a later
+  agent of the name numbering its events after its (:mod:`~nlbandit.service.fleet`); 404 for an agent that
+  does not exist.
 
 Per agent (``/agents/{name}/...``; the unprefixed routes serve the agent named ``default``):
 
