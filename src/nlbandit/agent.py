@@ -240,6 +240,8 @@ class Agent:
       first_event_id: the event id of the first decision (later ones count on from it): a service gives an agent
         that replaces a removed one of the same name the ids after the removed one's, so that a late reward
         for the removed agent's event is refused rather than learnt for another decision.
+      check_unread: refuse a hyperparameter set where the configuration does not read it
+        (:mod:`nlbandit.policies.reads`); False restores an agent configured before that check (a service).
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`;
         those not given take the agent's practice defaults (:func:`agent_defaults`), else the registered ones.
 
@@ -250,7 +252,7 @@ class Agent:
 
     def __init__(self, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0, *,
                  estimate_draws: int | None = None, numpy_round: bool = True, first_event_id: int = 1,
-                 **hyperparameters: Any):
+                 check_unread: bool = True, **hyperparameters: Any):
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
                       estimate_draws=estimate_draws, numpy_round=numpy_round, first_event_id=first_event_id)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
@@ -258,9 +260,9 @@ class Agent:
         unknown = sorted(set(hyperparameters) - known)
         if unknown:
             raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are horizon, seed, "
-                              f"estimate_draws, numpy_round, first_event_id, and policy '{policy}' takes "
-                              f"{', '.join(sorted(known)) or 'no hyperparameters'}")
-        config = agent_policy(policy, hyperparameters, spec, f"Agent policy '{policy}'")
+                              "estimate_draws, numpy_round, first_event_id, check_unread, and policy "
+                              f"'{policy}' takes {', '.join(sorted(known)) or 'no hyperparameters'}")
+        config = agent_policy(policy, hyperparameters, spec, f"Agent policy '{policy}'", check_unread)
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
                     horizon is None, int(first_event_id))
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
@@ -746,7 +748,8 @@ def agent_defaults() -> dict[str, dict[str, Any]]:
     return found
 
 
-def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec, where: str) -> dict[str, Any]:
+def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec, where: str,
+                 reads: bool = True) -> dict[str, Any]:
     """The resolved configuration of the policy that an :class:`Agent` of ``policy`` with ``hyperparameters`` runs
     for sizes ``spec``: the agent's practice defaults (:func:`agent_defaults`) where ``hyperparameters`` sets
     nothing, checked for those sizes (:func:`~nlbandit.policies.registry.check_policy_sizes`).
@@ -755,7 +758,9 @@ def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec
       ConfigError: naming the field (``where``): an unknown policy or hyperparameter, a value out of its range.
     """
     given = {**agent_defaults().get(policy, {}), **hyperparameters}
-    return check_policy_sizes(resolve_policy({"name": policy, **given}, where), spec, where)
+    practice = [name for name in given if name not in hyperparameters]  # (the agent's choice, not the caller's)
+    return check_policy_sizes(resolve_policy({"name": policy, **given}, where, reads=reads, unread=practice), spec,
+                              where)
 
 
 def _real(v: Any) -> bool:

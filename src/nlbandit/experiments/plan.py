@@ -37,6 +37,8 @@ from nlbandit.loops.base import Loop
 from nlbandit.loops.files import NamesPaths
 from nlbandit.loops.phases import PHASE_TIMERS
 from nlbandit.plugins import plugins
+from nlbandit.policies.reads import READ_WHEN
+from nlbandit.policies.registry import resolve_policy
 
 Cases = list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
 """Environment cases: (resolved environment config, its case key)."""
@@ -179,6 +181,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
                         if scale_cases is None or dict(case).get("case") in scale_cases]
         here = scale in scales_field(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
+        unread = _unread_field(p.pop("unread", None), pwhere)
         grid = tune and tune["grid"]
         if "tune" in p:
             if tune is None:
@@ -196,9 +199,10 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
             for env_cfg, case in series_cases:
                 grid_points = [point for _, point in expand(grid, (), pwhere)] if grid else []
                 points = grid_points if grid and not untuned else [{}] + grid_points  # [0]: the series' run
-                configs = [loop.resolve_series({**pol_cfg, **point}, env_cfg, series_env, horizon,
-                                               f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")"))
-                           for point in points]
+                configs = [loop.resolve_series(_reads_checked({**pol_cfg, **point}, top["loop"], unread, at), env_cfg,
+                                               series_env, horizon, at)
+                           for point in points
+                           for at in [f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")")]]
                 if not here:
                     continue
                 reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"],
@@ -217,6 +221,25 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else ""), where)
     return runs, labels, tunings
+
+
+def _unread_field(value: Any, where: str) -> tuple[str, ...]:
+    """A series' ``unread = ["field", ...]``: hyperparameters it sets knowingly where its configuration does not
+    read them (a paper's table row; :mod:`nlbandit.policies.reads`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: field 'unread' must be a list of hyperparameter names, got {value!r}")
+    return tuple(value)
+
+
+def _reads_checked(config: dict[str, Any], loop: str, unread: tuple[str, ...], where: str) -> dict[str, Any]:
+    """``config``, after refusing a hyperparameter it sets to no effect (but those of ``unread``), for a registered
+    policy whose switches decide what it reads (:data:`~nlbandit.policies.reads.READ_WHEN`) in a loop that runs
+    it as registered (the evaluate loop's candidates are agents, which check it with the agent's defaults)."""
+    if loop in ("bandit", "replay") and str(config.get("name")).removesuffix("@anytime") in READ_WHEN:
+        resolve_policy(config, where, reads=True, unread=unread)
+    return config
 
 
 def _series_env(value: Any, loop: str, where: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ writing a new family module, and nothing else. ``<name>@anytime`` wraps any of t
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Collection
 
 import jax.numpy as jnp
 
@@ -22,6 +22,7 @@ from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
 from nlbandit.discovery import declaring_modules
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
+from nlbandit.policies.reads import check_reads
 
 FAMILIES = declaring_modules("nlbandit.policies", "ENTRIES", skip=__name__)
 """The family modules whose ``ENTRIES`` make up the registry, by module name."""
@@ -37,18 +38,28 @@ def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
     return lookup(POLICIES, name, where)
 
 
-def resolve_policy(config: dict[str, Any], where: str = "policy", entry: PolicyEntry | None = None) -> dict[str, Any]:
+def resolve_policy(config: dict[str, Any], where: str = "policy", entry: PolicyEntry | None = None,
+                   reads: bool = False, unread: Collection[str] = ()) -> dict[str, Any]:
     """Validate ``{"name": ..., **hyperparameters}``; return it with defaults filled in (``entry``: an entry
-    that is not registered, e.g. one :func:`nlbandit.testing.check_policy` checks)."""
+    that is not registered, e.g. one :func:`nlbandit.testing.check_policy` checks). With ``reads`` (what a
+    user writes: :func:`make_policy`, the agent, an experiment file), a hyperparameter set away from its
+    default where the configuration does not read it is refused (:func:`~nlbandit.policies.reads.check_reads`),
+    but those named in ``unread`` (set so knowingly, e.g. a paper's table row)."""
     if not isinstance(config, dict):
         raise ConfigError(f"{where}: expected a table {{name = ..., <hyperparameter> = ...}}, got {config!r}")
     entry = policy_entry(config.get("name"), where) if entry is None else entry
-    values = resolve_named(entry, config, where)
-    try:
-        values = entry.finalize(values)
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {e}") from None
-    return {"name": entry.name, **values}
+
+    def resolved(given: dict[str, Any]) -> dict[str, Any]:
+        values = resolve_named(entry, given, where)
+        try:
+            return {"name": entry.name, **entry.finalize(values)}
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+    values = resolved(config)
+    if reads:
+        check_reads(values, {k: v for k, v in config.items() if k not in unread}, resolved, where)
+    return values
 
 
 def split_policy_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -164,7 +175,7 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     Examples: ``make_policy("lin-es", env, horizon=10_000, m=25)``;
     ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
-    config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'")
+    config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'", reads=True)
     if isinstance(spec, Env):
         if horizon is None:
             raise ConfigError(f"policy '{name}': built for an environment, it needs horizon=T (the rounds it will run)")

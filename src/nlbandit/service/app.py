@@ -365,7 +365,8 @@ def _new_agent(config: dict[str, Any], resolved: dict[str, Any] | None = None, f
     folder was created (``agent.json``'s, so that a later change of a default, e.g. the agent's practice defaults,
     leaves an existing agent as it was) and its event ids from ``first_event_id``; ConfigError if it is invalid."""
     return Agent(config["policy"], config["d"], config["k"], config["horizon"], config["seed"],
-                 first_event_id=first_event_id, **{**config["hyperparameters"], **(resolved or {})})
+                 first_event_id=first_event_id, check_unread=resolved is None,  # (an existing agent as it was)
+                 **{**config["hyperparameters"], **(resolved or {})})
 
 
 def check_folder(folder: Path, snapshot_every: Any) -> bool:
