@@ -111,11 +111,19 @@ def test_verdicts():
     ("not regret('A')", "not a truth value"),
     ("'a' * 1000000000 > 0", "needs numbers"),
     ("min(paired('A', 'A'), 1) < 0", "needs numbers, got a paired"),
-    ("regret('A', t='A') > 0", "not supported"),
+    ("regret('A', t='A') > 0", "t must be a round in"),
     ("paired('A', 'A') == 0", "only be compared with"),
     ("paired('A', 'A') / -1 < 0", "positive number"),
     ("paired('A', 'A', stat='max') < 0", "stat must be"),
     ("basis_regret(5, 10 ** 12, 1, 1) > 0", "at most 10,000,000"),
+    # NaN decided a verdict by the claim's phrasing (sqrt(-x) <= 0 FAIL, not (0 * x / 0 > 1) PASS)
+    ("sqrt(-regret('A')) <= 0", "comparison with NaN"),
+    ("not (0 * regret('A') / 0 > 1)", "comparison with NaN"),
+    # impossible rounds read a value of nothing (increment over a window run backwards: -1.76, PASS)
+    ("increment('A', 150, 50) < 0", r"t0 must be a round in \[0, T = 100\]"),
+    ("increment('A', 80, 50) < 0", "the window must run forward, t0 <= t1"),
+    ("regret('A', t=-5) < 1", r"t must be a round in \[0, T = 100\], got -5"),
+    ("paired('A', 'A', t=T + 1) < 1", "t must be a round"),
 ])
 def test_absurd_claims_are_clear_errors(check, message):
     with pytest.raises(ConfigError, match=message) as info:

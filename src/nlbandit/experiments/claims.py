@@ -211,6 +211,9 @@ def _compare(op, left, right) -> bool | None:
     """``left op right``; three-valued when one side is an :class:`Interval` (None: the interval
     straddles the other side, so the comparison is undetermined)."""
     if not isinstance(left, Interval) and not isinstance(right, Interval):
+        if any(isinstance(v, float) and math.isnan(v) for v in (left, right)):
+            raise ConfigError("a comparison with NaN (0/0, inf - inf, 0 * inf or the square root of a negative "
+                              "number), which is neither true nor false")
         return bool(_CMPOPS[type(op)](left, right))
     if isinstance(op, (ast.Eq, ast.NotEq)):
         raise ConfigError("a paired() interval can only be compared with <, <=, > or >=")
@@ -359,10 +362,19 @@ class _Evaluator:
         except MissingCase:
             return UNKNOWN
 
+    def _round(self, node: ast.Call, value: Any, what: str = "t") -> float | None:
+        """``value`` as a round of the horizon (None stays None: the horizon); a ConfigError unless it is a number
+        in [0, T]."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= self.horizon:
+            raise ConfigError(f"{ast.unparse(node)}: {what} must be a round in [0, T = {self.horizon}], got {value!r}")
+        return value
+
     def _known_call(self, node: ast.Call, name: str, args: list, kwargs: dict) -> Any:
         """The value of call ``node`` (function ``name``) with its evaluated arguments."""
         if name == "paired" and len(args) == 2 and all(isinstance(a, str) for a in args):
-            t, stat = kwargs.pop("t", None), kwargs.pop("stat", "mean")
+            t, stat = self._round(node, kwargs.pop("t", None)), kwargs.pop("stat", "mean")
             if stat not in ("mean", "median"):
                 raise ConfigError(f"{ast.unparse(node)}: stat must be 'mean' or 'median'")
             rounds_a, cum_a, _ = self.curves(args[0], kwargs)
@@ -398,7 +410,7 @@ class _Evaluator:
             return value
         if name in ("r2", "slope") and len(args) == 2 and all(isinstance(a, str) for a in args):
             label, key = args
-            t = kwargs.pop("t", None)
+            t = self._round(node, kwargs.pop("t", None))
             xs = self.grid(key)
             if len(xs) < 3 or key in kwargs:
                 raise ConfigError(f"{ast.unparse(node)}: {key!r} must be an environment grid key with at least 3 "
@@ -416,7 +428,7 @@ class _Evaluator:
             if not 0.0 <= q <= 1.0:
                 raise ConfigError(f"{ast.unparse(node)}: the quantile must be in [0, 1], got {q}")
             rounds, cum, _ = self.curves(args[0], {k: v for k, v in kwargs.items() if k != "t"})
-            value = float(np.quantile(value_at(rounds, cum, kwargs.get("t")), q))
+            value = float(np.quantile(value_at(rounds, cum, self._round(node, kwargs.get("t"))), q))
             self.trace.append((ast.unparse(node), value))
             return value
         if name == "runtime" and len(args) == 1 and isinstance(args[0], str):
@@ -464,7 +476,7 @@ class _Evaluator:
             self.trace.append((ast.unparse(node), value))
             return value
         if name == "reward" and len(args) == 1 and isinstance(args[0], str):
-            t = kwargs.pop("t", None)
+            t = self._round(node, kwargs.pop("t", None))
             rounds, cum, _ = self.curves(args[0], kwargs, "reward")
             at = self.horizon if t is None else (rounds[rounds <= t][-1] if np.any(rounds <= t) else 0)
             value = float(np.mean(value_at(rounds, cum, t))) / max(float(at), 1.0)
@@ -479,12 +491,14 @@ class _Evaluator:
             if name == "increment":
                 if len(args) != 3:
                     raise ConfigError(f"{ast.unparse(node)}: increment(label, t0, t1) takes three arguments")
-                t0, t1 = args[1], args[2]
+                t0, t1 = self._round(node, args[1], "t0"), self._round(node, args[2], "t1")
+                if t0 > t1:
+                    raise ConfigError(f"{ast.unparse(node)}: the window must run forward, t0 <= t1 (got {t0} > {t1})")
             else:
                 if len(args) != 1:
                     raise ConfigError(f"{ast.unparse(node)}: {name}(label, t=None, **case) takes one positional "
                                       "argument")
-                t0, t1 = None, kwargs.pop("t", None)
+                t0, t1 = None, self._round(node, kwargs.pop("t", None))
             rounds, cum, _ = self.curves(label, kwargs)
             end = value_at(rounds, cum, t1)
             if name == "increment":
