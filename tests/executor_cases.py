@@ -31,6 +31,7 @@ m = 4
 [[policies]]
 label = "UCB"
 name = "lin-ucb"
+width = "constant"
 alpha = [0.5, 1.0]
 [[claims]]
 name = "timed"

@@ -37,8 +37,9 @@ def _factor(name, nu, lam, kappa, s, dtilde):
                                                                            ("neurallog-ts-1", True)])
 def test_scores_match_a_numpy_reference_after_some_rounds(name, bias):
     nu, lam, kappa, s = 0.3, 0.5, 4.0, 1.5
-    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), nu=nu, lam=lam, kappa=kappa, s=s, width=8,
-                                    train_every=1000, bias=bias)  # no training: θ stays θ₀
+    reads = {} if name.endswith("-2") else {"kappa": kappa}  # (UCB-2 and TS-2 refuse κ: they never read it)
+    policy, params = nb.make_policy(name, nb.ProblemSpec(D, K, T), nu=nu, lam=lam, s=s, width=8,
+                                    train_every=1000, bias=bias, **reads)  # no training: θ stays θ₀
     params = to_dtype(params, policy.meta.dtype)  # as the engine hands them over
     state = policy.init(params, jax.random.key(0))
     rng = np.random.default_rng(1)
@@ -79,8 +80,9 @@ def _grid_arms(name: str) -> np.ndarray:
     """The chosen arms (grid point × seed × round) of ``name`` on the points of :data:`GRID`, side by side on
     common random numbers (one compilation per policy, shared by the tests below)."""
     env = nb.make_env("latent", d=D, k=K, latent="h4", pool=200)
-    points = [nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, **p) for p in GRID]
-    grid = jax.tree.map(lambda *v: jnp.stack(v), *(params for _, params in points))
+    points = [nb.make_policy(name, nb.ProblemSpec(D, K, 150), width=8, train_every=50, nu=p["nu"]) for p in GRID]
+    grid = jax.tree.map(lambda *v: jnp.stack(v), *(params._replace(kappa=jnp.asarray(p["kappa"], jnp.float64))
+                                                   for (_, params), p in zip(points, GRID)))  # (UCB-2 refuses κ)
     return np.asarray(nb.simulate(env, points[0][0], grid, 150, range(3), chunk_size=150, grid=True).arms)
 
 

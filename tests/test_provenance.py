@@ -164,6 +164,25 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
         assert [r["label"] for r in store.index()] == ["fresh"]
 
 
+def test_revalidate_compiles_with_the_quick_flags_when_every_stale_run_recorded_them(tmp_path, monkeypatch):
+    """Runs made at the quick scale (the default) record its XLA flags and can be recomputed only under them:
+    revalidate set them itself where every stale run has them (it left each stale, asking for XLA_FLAGS)."""
+    import nlbandit.cli as cli
+    from nlbandit.compile_flags import QUICK_SCALE
+
+    calls = []
+    monkeypatch.setattr(cli, "compile_quick_scale", lambda: calls.append(1) or True)
+    quick = {**IDENTITY, "code": "0" * 16, "xla": " ".join(reversed(QUICK_SCALE))}
+    with Store(tmp_path / "r.duckdb") as store:
+        store.save_runs("a", [{**STORED, "config": quick}])
+        cli._compile_as_stored(store, None)
+        assert calls == [1]
+        store.save_runs("b", [{**STORED, "label": "M", "config": {**quick, "xla": ""}}])
+        cli._compile_as_stored(store, None)  # mixed: each is left to its own flags (the message says how)
+        cli._compile_as_stored(store, ["p/other"])  # none selected
+        assert calls == [1]
+
+
 def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stale(tmp_path, experiment_file, capsys):
     """Runs stored under an older code hash: those whose first and last seed compute the same arms and curves now
     are re-keyed (and not recomputed by the next run of the experiment); one whose stored arms differ stays stale."""
@@ -181,10 +200,11 @@ def test_revalidate_adopts_runs_whose_sampled_seeds_match_and_leaves_others_stal
         store.con.execute("UPDATE seeds SET arms = list_transform(arms, lambda a: (a + 1) % 4) WHERE series_id = ? "
                           "AND seed = 2", ["old-" + current["uniform"]])  # the last seed's stored arms differ
     capsys.readouterr()
-    assert main(["results", "revalidate", "--db", str(db), "--experiment", "paper/other"]) == 0
-    assert "0 stale series adopted under the current code, 0 left stale" in capsys.readouterr().out
+    assert main(["results", "revalidate", "--db", str(db), "--experiment", "paper/ee"]) == 2  # (a typo did nothing)
+    err = capsys.readouterr().err
+    assert "--experiment 'paper/ee': " in err and "holds no runs of it; it holds paper/e" in err
     assert main(["results", "prune", "--db", str(db), "--experiment", "paper/e"]) == 2
-    assert "--experiment goes with 'revalidate'" in capsys.readouterr().err
+    assert "'prune' takes the whole database" in capsys.readouterr().err
     assert main(["results", "revalidate", "--db", str(db), "--experiment", "paper/e"]) == 0
     out = capsys.readouterr().out
     assert "1 stale series adopted under the current code, 1 left stale" in out
@@ -227,7 +247,7 @@ def test_revalidate_recomputes_a_grid_as_one_batch(tmp_path, experiment_file, mo
     from nlbandit.experiments.plan import load_experiment
     from nlbandit.loops import LOOPS
 
-    text = EXPERIMENT.replace('name = "lin-ucb"\n', 'name = "lin-ucb"\nalpha = [0.5, 1.0, 2.0]\n')
+    text = EXPERIMENT.replace('name = "lin-ucb"\n', 'name = "lin-ucb"\nwidth = "constant"\nalpha = [0.5, 1.0, 2.0]\n')
     exp = load_experiment(experiment_file(text))
     with Store(tmp_path / "r.duckdb") as store:
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 4

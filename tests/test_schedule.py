@@ -82,8 +82,8 @@ def test_files_computed_together_store_what_one_at_a_time_stores(tmp_path, exper
     a = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "lin-ts"\nv = [0.1, 0.3]') + TIMED_CLAIM,
                         "a")
     b = experiment_file(FILE.format(extra="", d=3, ucb="", other='name = "eps-greedy"'), "b")  # reads a's UCB
-    c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, ucb="tune = { alpha = [0.1, 1.0] }",
-                                    other='name = "lin-ts"'), "c")
+    c = experiment_file(FILE.format(extra="[tune]\nseeds = 2", d=4, other='name = "lin-ts"',
+                                    ucb='width = "constant"\ntune = { alpha = [0.1, 1.0] }'), "c")
     exps = [load_experiment(path) for path in (a, b, c)]
     recording, lines, handed = Recording(), [], []
     with Store(tmp_path / "together.duckdb") as store:

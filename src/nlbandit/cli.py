@@ -40,7 +40,7 @@ from pathlib import Path
 
 from nlbandit import machine
 from nlbandit.compile_cache import command_cache
-from nlbandit.compile_flags import compile_quick_scale
+from nlbandit.compile_flags import QUICK_SCALE, compile_quick_scale
 from nlbandit.core.hyper import ConfigError
 
 DEFAULT_DB = "results/nlbandit.duckdb"
@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
                         description="From a pilot (the runs of FILE at --scale, --seeds and --cases, stored by "
                         "'nlbandit run' or 'check'), print for every paired() comparison of the claims the pilot's "
                         "mean difference and standard deviation and the number of seeds at which a run resolves it "
-                        "(its 95%% interval lies on one side of the claim's margin) with probability --power, and "
+                        "(its 95% interval lies on one side of the claim's margin) with probability --power, and "
                         "per claim the most its comparisons need; then, for every claim, how often it holds, fails "
                         "or stays undetermined on n seeds drawn with replacement from the pilot's, for each n of "
                         "--sizes and the pilot's own count. Computes nothing (docs/experiments.md).")
@@ -274,6 +274,14 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
         return 3 if isinstance(e, StoreBusyError) else 2
     with store:
         if action == "revalidate":
+            if experiments is not None:
+                held = {r["experiment"] for r in store.index()}
+                unknown = [e for e in experiments if e not in held]
+                if unknown:
+                    print(f"error: --experiment {unknown[0]!r}: {db} holds no runs of it; it holds "
+                          f"{', '.join(sorted(held)) or 'none'}", file=sys.stderr)
+                    return 2
+            _compile_as_stored(store, experiments)
             adopted, stale = revalidate(store, experiments=experiments)
             print(f"{len(adopted)} stale series adopted under the current code, {len(stale)} left stale")
             return 0
@@ -294,6 +302,18 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
     return 0
 
 
+def _compile_as_stored(store, experiments: list[str] | None) -> None:
+    """Compile with the quick scale's XLA flags (:func:`~nlbandit.compile_flags.compile_quick_scale`) when every
+    stale run to revalidate was compiled with them (runs made at the quick scale, the default): a run is
+    recomputed only under the flags it records."""
+    from nlbandit.experiments.results import annotated_runs
+
+    flags = {frozenset(r["config"].get("xla", "").split()) for r in annotated_runs(store)
+             if not r["current"] and (experiments is None or r["experiment"] in experiments)}
+    if flags == {frozenset(QUICK_SCALE)}:
+        compile_quick_scale()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
     that does not hold; 2 on bad input, with one line ``error: ...`` on stderr; 3 when the database is busy)."""
@@ -308,8 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "results":
         with command_cache():  # (revalidation recomputes runs)
             if args.experiment is not None and (args.action != "revalidate" or args.reports is not None):
-                print("error: --experiment goes with 'revalidate' on the database (not with --reports)",
-                      file=sys.stderr)
+                print("error: --experiment selects the runs 'revalidate' recomputes in the database; "
+                      + ("not with --reports" if args.action == "revalidate" else
+                         f"'{args.action}' takes the whole database"), file=sys.stderr)
                 return 2
             if args.reports is not None:
                 return _revalidate_reports(args.action, args.reports)
@@ -633,8 +654,10 @@ def _report_one(args, path: Path, exp, store, out: Path) -> tuple[int, list[str]
     if args.command != "check":
         return 0, verdicts
     failed = [c for c in claims if not c.ok]
-    print(f"{len(claims) - len(failed)} of {len(claims)} claims as declared" + (
-        f"; failed: {', '.join(c.name for c in failed)}" if failed else ""), flush=True)
+    undecided = Counter(v for v in verdicts if v in ("INCONCLUSIVE", "NOT CHECKED"))
+    print(f"{len(claims) - len(failed) - sum(undecided.values())} of {len(claims)} claims as declared"
+          + "".join(f", {n} {v}" for v, n in sorted(undecided.items()))
+          + (f"; failed: {', '.join(c.name for c in failed)}" if failed else ""), flush=True)
     return (1 if failed else 0), verdicts
 
 
