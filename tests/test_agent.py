@@ -431,6 +431,15 @@ def test_bad_input_is_refused_with_the_field_named():
         Agent("no-such-policy", d=D, k=K, horizon=T)
 
 
+def test_fewer_arms_and_unserialisable_meta_get_a_hint(tmp_path):
+    agent = Agent("lin-ucb", d=D, k=K)
+    with pytest.raises(ValueError, match="to offer fewer arms, pad the contexts to k rows and mask the extra ones"):
+        agent.decide(np.zeros((K - 1, D)))
+    with pytest.raises(ValueError, match="meta must be JSON-serialisable"):
+        agent.save(tmp_path / "a.npz", meta={"x": np.float32(1)})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_agent_refuses_the_values_the_http_api_refuses():
     """Booleans, strings and complex numbers (the HTTP API's 400s) are refused by the agent too: they were
     converted (a complex context lost its imaginary part with a warning, ["0.5"] became 0.5, True 1.0)."""

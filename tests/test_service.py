@@ -477,12 +477,14 @@ def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(fleet):
     from nlbandit.service.server import check_binding
 
     with TestClient(create_app(fleet, token="s3cret")) as c:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
+                        {"Authorization": "Basic s3cret"}, {"Authorization": "Bearer s3cret2"}):
             r = c.post("/decide", json={"contexts": _contexts(0)}, headers=headers)
             assert r.status_code == 401 and "token" in r.json()["error"]
             assert c.get("/health", headers=headers).status_code == 401
         ok = {"Authorization": "Bearer s3cret"}
-        assert c.post("/decide", json={"contexts": _contexts(0)}, headers=ok).status_code == 200
+        assert c.post("/decide", json={"contexts": _contexts(0)}, headers={"Authorization": "bearer s3cret"}
+                      ).status_code == 200  # (the scheme is case-insensitive; a decision: rounds 1)
         assert c.get("/health", headers=ok).json()["rounds"] == 1  # refused requests changed nothing
     with pytest.raises(ConfigError, match="binding '0.0.0.0' .* needs a token"):
         check_binding("0.0.0.0", None)
@@ -690,7 +692,7 @@ def test_the_client_counts_a_resent_reward_once(tmp_path):
         with pytest.raises(ServiceError, match="409: .*another configuration"):
             c.create_agent("ts", "lin-ts", D, K, v=1.0)
         ts = Client(f"http://127.0.0.1:{port}", token="t0k", agent="ts")
-        assert ts.reward(ts.decide(_contexts(1))["event_id"], 0.0) is True
+        assert ts.reward(np.int64(ts.decide(_contexts(1))["event_id"]), np.float32(0.0)) is True  # NumPy scalars
         assert {a["name"]: a["rewarded"] for a in c.agents()} == {"default": 1, "ts": 1}
         c.remove_agent("ts")
         with pytest.raises(ServiceError, match="404: no agent named 'ts'"):

@@ -437,7 +437,10 @@ class Agent:
         # caller's layout, so that the host round's numba functions see one argument type (one compilation each)
         x = _real_array(contexts, where)
         if x.shape != (k, d):
-            raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}")
+            fewer = x.ndim == 2 and x.shape[1] == d and x.shape[0] < k
+            raise ValueError(f"{where}: contexts must have shape (k, d) = ({k}, {d}), got {x.shape}"
+                             + ("; to offer fewer arms, pad the contexts to k rows and mask the extra ones out "
+                                "(mask)" if fewer else ""))
         if not within(x, MAX_MAGNITUDE):  # (False for NaN too)
             raise ValueError(f"{where}: contexts must be finite numbers of magnitude at most {MAX_MAGNITUDE:g} "
                              f"(found {np.abs(x).max():g}); standardise the features")
@@ -674,7 +677,11 @@ class Agent:
                   "rewarded": self._rewarded, "learnt_upto": self._learnt_upto, "meta": dict(meta or {}),
                   "first_event_id": self.first_event_id,
                   "pending": [[e - self._base, self._pending[e][1]] for e in ids], "state_leaves": len(leaves)}
-        arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+        try:
+            arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Agent.save: meta must be JSON-serialisable (numbers, strings, lists, dicts): {e}") \
+                from None
         return write_npz(path, arrays)
 
     @classmethod

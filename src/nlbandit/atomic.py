@@ -13,11 +13,13 @@ import numpy as np
 def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     """Write ``path`` atomically with ``write(file)``: into a temporary file in the same folder (created with
     its parents), synced, then renamed over ``path``, and the rename synced where the platform allows, so
-    ``path`` is never half-written; the temporary file is removed if ``write`` fails."""
+    ``path`` is never half-written; the temporary file is removed if ``write`` fails. The file gets the mode of
+    the one it replaces, or that of a new file under the process's umask (not the temporary file's 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -28,6 +30,28 @@ def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
         raise
     sync_folder(path.parent)
     return path
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits ``path`` has, or those ``open`` gives a new file (0o666 less the umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask: from ``/proc/self/status`` (Linux), else read by setting it and setting it back (a
+    moment in which another thread's new file would get 0o022)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

@@ -90,8 +90,8 @@ class Client:
     def reward(self, event_id: int, value: float, variance_bound: float | None = None) -> bool:
         """Give event ``event_id`` its reward; True if it counted now, False if it had counted already (a
         resent reward: safe to call again after any failure)."""
-        body = {"event_id": event_id, "value": value} | (
-            {} if variance_bound is None else {"variance_bound": variance_bound})
+        body = {"event_id": _plain(event_id), "value": _plain(value)} | (
+            {} if variance_bound is None else {"variance_bound": _plain(variance_bound)})
         status, reply = self._call("POST", self._prefix + "/reward", body, resend=True)
         if status == 409:
             return False

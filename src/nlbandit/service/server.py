@@ -215,11 +215,13 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
         """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>``."""
 
         def __init__(self, app):
-            self.app, self.expected = app, f"Bearer {token}".encode()
+            self.app, self.expected = app, token.encode()
 
         async def __call__(self, scope, receive, send):
-            given = dict(scope.get("headers", ())).get(b"authorization", b"")
-            if scope["type"] == "http" and not hmac.compare_digest(given, self.expected):
+            scheme, _, given = dict(scope.get("headers", ())).get(b"authorization", b"").partition(b" ")
+            # (an auth scheme's name is case-insensitive, RFC 9110 §11.1)
+            if scope["type"] == "http" and not (scheme.lower() == b"bearer" and
+                                                hmac.compare_digest(given.strip(), self.expected)):
                 traffic.counts["error 401"] += 1
                 refusal = JSONResponse({"error": "missing or wrong token: send 'Authorization: Bearer TOKEN'"},
                                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
@@ -364,7 +366,8 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
     fleet = Fleet.open(folder, None if config is None else {DEFAULT: config}, snapshot_every)
     held = ", ".join(f"{name} ({s.config['policy']}, d = {s.config['d']}, k = {s.config['k']})"
                      for name, s in list(fleet.agents.items())[:5]) + (", ..." if len(fleet.agents) > 5 else "")
-    print(f"nlbandit serve: {len(fleet.agents)} agents from {folder}" + (f": {held}" if held else "")
+    count = f"{len(fleet.agents)} agent{'' if len(fleet.agents) == 1 else 's'}"
+    print(f"nlbandit serve: {count} from {folder}" + (f": {held}" if held else "")
           + "".join(f"; {name} UNAVAILABLE: {why}" for name, why in fleet.unavailable.items())
           + "".join(f"; {what}" for what in fleet.recovered)
           + (f"; default recovered {fleet.agents[DEFAULT].recovered}" if DEFAULT in fleet.agents else "")
