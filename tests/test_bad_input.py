@@ -94,6 +94,13 @@ def test_python_api_validates_too():
         nb.make_policy("lin-ucb", nb.ProblemSpec(2, 2, 10), lam=0.0)
     with pytest.raises(ConfigError, match="field 'name' must be one of"):
         nb.make_policy("lin-ucbb", nb.ProblemSpec(2, 2, 10))
+    env = nb.make_env("linear", d=2, k=2)
+    for bad in (-5, 0, 1.5, True):  # (accepted: the error came at simulate, for 0 saying it had no horizon)
+        with pytest.raises(ConfigError, match=fr"horizon must be an integer >= 1 \(the rounds it will run\), got "
+                                              fr"{bad}"):
+            nb.make_policy("lin-es", env, horizon=bad, m=2)
+    with pytest.raises(ConfigError, match="spec.k must be an integer >= 1"):
+        nb.make_policy("lin-es", nb.ProblemSpec(2, 0, 10), m=2)
 
 
 GLM = """

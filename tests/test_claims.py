@@ -124,6 +124,8 @@ def test_verdicts():
     ("increment('A', 80, 50) < 0", "the window must run forward, t0 <= t1"),
     ("regret('A', t=-5) < 1", r"t must be a round in \[0, T = 100\], got -5"),
     ("paired('A', 'A', t=T + 1) < 1", "t must be a round"),
+    ("regret() < 100", r"these arguments do not fit: regret takes regret\(label\) \(a label is a string"),
+    ("lower(regret('A')) < 1", r"lower takes lower\(paired\(...\)\)"),  # (it said 'unknown function')
 ])
 def test_absurd_claims_are_clear_errors(check, message):
     with pytest.raises(ConfigError, match=message) as info:
@@ -198,12 +200,23 @@ def test_an_unchecked_claim_is_reported_not_checked_with_its_reason_and_never_ev
 @pytest.mark.parametrize("old, new, message", [
     ("stat='median') < 0", "stat='median') < 10 ** 10 ** 10", "claims\\[1\\] field 'check'.*overflow"),
     ('kind = "sanity"', 'kind = "obvious"', "kind"),
+    # a syntax error named neither the file nor the claim
+    ("stat='median') < 0", "stat='median') < ", r"tiny.toml: claims\[1\] field 'check': claim .* is not a valid"),
+    # a misspelt keyword was read as a case key ('... matches 0 runs; ... (cases: )')
+    ("regret('ES') >= 0", "regret('ES', tt=5) >= 0", "keyword 'tt' is neither the function's .* single environment"),
+    ("seeds = 4\n", 'seeds = 4\n[scales.quick]\ncases = ["nope"]\n', "'nope', not an .* the file has no named cases"),
+    ("seeds = 4\n", "seeds = 4\n[scales.quick]\nhorizn = 5\n", "unknown field 'horizn'; allowed fields: cases, "),
 ])
 def test_bad_claims_are_refused_when_the_file_loads(tmp_path, old, new, message):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY.replace(old, new))
     with pytest.raises(ConfigError, match=message):
         load_experiment(path)
+
+
+def test_an_unknown_function_lists_every_function_a_claim_may_call():
+    with pytest.raises(ConfigError, match=r"unknown function; allowed: .*lower\(paired\(...\)\), upper.*at_least"):
+        evaluate("bogus('A') < 1", {"A": np.ones(3)})
 
 
 def test_traced_values_are_shown_even_when_a_label_holds_an_equals_sign():

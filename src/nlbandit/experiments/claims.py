@@ -517,16 +517,23 @@ class _Evaluator:
             self.trace.append((f"{ast.unparse(node)} = {own.text(value)}",
                                value.mean if isinstance(value, Interval) else value))
             return value
-        raise ConfigError(
-            f"{ast.unparse(node)}: unknown function; allowed: regret(label), reward(label), paired(a, b), std(label), "
-            "se(label), "
-            "increment(label, t0, t1), growth(label), stuck(label), runtime(label), select_time(label), "
-            "update_time(label), phase_diff(a, b), quantile(label, q), "
-            "r2(label, key), slope(label, key), l(t0, b), basis_regret(d, T, sigma2, lam), "
-            "mean_field(d, T, sigma2, lam), ftrl_bound(d, T, sigma2, delta), min, max, abs, sqrt"
-            + "".join(f", {f.usage}" for f in self.functions.values())
-        )
+        forms = _FORMS + tuple(f.usage for f in self.functions.values())
+        fitting = [form for form in forms if form.split("(")[0] == name]
+        if fitting:
+            note = " (a label is a string: 'Lin-ES')" if any("label" in f or "a, b" in f for f in fitting) else ""
+            raise ConfigError(f"{ast.unparse(node)}: these arguments do not fit: {name} takes "
+                              f"{' or '.join(fitting)}{note}")
+        usage = ", ".join(forms)
+        raise ConfigError(f"{ast.unparse(node)}: unknown function; allowed: {usage}")
 
+
+_FORMS = ("regret(label)", "reward(label)", "paired(a, b)", "lower(paired(...))", "upper(paired(...))", "std(label)",
+          "se(label)", "increment(label, t0, t1)", "growth(label)", "stuck(label)", "runtime(label)",
+          "select_time(label)", "update_time(label)", "phase_diff(a, b)", "quantile(label, q)", "r2(label, key)",
+          "slope(label, key)", "at_least(n, claim, ...)", "l(t0, b)", "basis_regret(d, T, sigma2, lam)",
+          "mean_field(d, T, sigma2, lam)", "ftrl_bound(d, T, sigma2, delta)", "min(x, ...)", "max(x, ...)", "abs(x)",
+          "sqrt(x)")
+"""The claim functions and their arguments, as error messages show them (a loop's own are added)."""
 
 KINDS = ("paper", "regression", "sanity")
 """Claim kinds: a statement of the paper or its spec (``paper``); a threshold the paper does not justify,
@@ -643,9 +650,16 @@ def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], A
     def select(label: str, case: dict[str, Any]):
         if label not in exp.labels:
             raise ConfigError(f"{where}: unknown label {label!r}; labels: {', '.join(exp.labels)}")
-        hits = [r for r in exp.runs if r.label == label and all(dict(r.case).get(k) == v for k, v in case.items())]
+        own = [r for r in exp.runs if r.label == label]
+        keys = sorted({k for r in own for k in dict(r.case)})
+        unknown = sorted(set(case) - set(keys))
+        if unknown:
+            raise ConfigError(f"{where}: {label!r}: keyword {unknown[0]!r} is neither the function's (t, stat, ...) "
+                              "nor an environment case key" + (f" ({', '.join(keys)})" if keys else
+                                                              " (its runs have a single environment case)"))
+        hits = [r for r in own if all(dict(r.case).get(k) == v for k, v in case.items())]
         if len(hits) != 1:
-            cases = "; ".join(r.case_label for r in exp.runs if r.label == label)
+            cases = "; ".join(r.case_label for r in own)
             raise ConfigError(f"{where}: {label!r} with {case or 'no case'} matches {len(hits)} runs; "
                               f"give the environment case as keywords (cases: {cases})")
         return hits[0]

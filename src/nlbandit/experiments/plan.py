@@ -61,9 +61,11 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     env_cases, missing, scale_cases = _cases(spec, loop, cases)
     runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases)
     claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
-                    "; ".join(f"case {g!r}: {missing[g]}" for g in sorted(cases_read(c["check"]) & set(missing))),
+                    "; ".join(f"case {g!r}: {missing[g]}"
+                              for g in sorted(_cases_read(c["check"], f"{spec.where}: claims[{i}] field 'check'")
+                                              & set(missing))),
                     c["unchecked"])
-              for c, at in spec.claims if scale in at]
+              for i, (c, at) in enumerate(spec.claims) if scale in at]
     raw, top, where, horizon, n_seeds, path = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.path
     exp = Experiment(
         path=path,
@@ -96,7 +98,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         plugins()[name].check(exp, where)
     if not exp.curves and not exp.plots:
         raise ConfigError(f"{where}: field 'curves' = false needs at least one panel in 'plots'")
-    for i, claim in enumerate(claims):
+    for i, claim in zip([i for i, (_, at) in enumerate(spec.claims) if scale in at], claims):  # (the file's index)
         if not claim.missing:
             validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
@@ -136,8 +138,10 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, 
     for s, sc in scales.items():
         unknown = [c for c in sc["cases"] or () if c not in names]
         if unknown:
-            raise ConfigError(f"{where}: field 'scales.{s}.cases' names {unknown[0]!r}, not an [[env]] case; cases: "
-                              + ", ".join(sorted(n for n in names if n is not None)))
+            named = sorted(n for n in names if n is not None)
+            raise ConfigError(f"{where}: field 'scales.{s}.cases' names {unknown[0]!r}, not an [[env]] case; "
+                              + (f"cases: {', '.join(named)}" if named else "the file has no named cases ([[env]] "
+                                 "tables with case = \"...\")"))
     scale_cases = chosen.get("cases")  # the cases run at this scale (all when None)
     if cases is not None:
         unknown = [c for c in cases if c not in names]
@@ -221,6 +225,15 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else ""), where)
     return runs, labels, tunings
+
+
+def _cases_read(check: str, where: str) -> set[str]:
+    """:func:`~nlbandit.experiments.claims.cases_read`, its refusal of a claim that does not parse prefixed with
+    ``where`` (the file and the claim)."""
+    try:
+        return cases_read(check)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def _unread_field(value: Any, where: str) -> tuple[str, ...]:

@@ -158,7 +158,10 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
                                    or not all(isinstance(c, str) for c in listed)):
             raise ConfigError(f"{where}: field 'scales.{s}.cases' must be a non-empty list of [[env]] case names, "
                               f"got {listed!r}")
-        scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": listed}
+        try:
+            scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": listed}
+        except ConfigError as e:  # (resolve lists the keys it resolves; 'cases' is read above)
+            raise ConfigError(str(e).replace("allowed fields: ", "allowed fields: cases, ", 1)) from None
     chosen = scales.get(scale, {})
     horizon = chosen.get("horizon") or top["horizon"]
     n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])

@@ -14,6 +14,7 @@ import functools
 from typing import Any, Collection
 
 import jax.numpy as jnp
+import numpy as np
 
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
@@ -176,6 +177,11 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
     config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'", reads=True)
+    for field, value in (("horizon", horizon), *((("spec.horizon", spec.horizon), ("spec.d", spec.d),
+                                                   ("spec.k", spec.k)) if isinstance(spec, ProblemSpec) else ())):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            what = "the rounds it will run" if field.endswith("horizon") else "a size"
+            raise ConfigError(f"policy '{name}': {field} must be an integer >= 1 ({what}), got {value!r}")
     if isinstance(spec, Env):
         if horizon is None:
             raise ConfigError(f"policy '{name}': built for an environment, it needs horizon=T (the rounds it will run)")
