@@ -120,6 +120,8 @@ def test_cli_data_commands(toy_source, capsys, tmp_path):
     assert main(["data", "info", "toy"]) == 2 and "nlbandit data fetch toy" in capsys.readouterr().err
     assert main(["data", "info"]) == 2 and "needs a data set name" in capsys.readouterr().err
     assert main(["data", "list"]) == 0 and "toy" in capsys.readouterr().out
+    assert main(["data", "info", "nosuch"]) == 2
+    assert "unknown data set 'nosuch'; known: " in (err := capsys.readouterr().err) and "obd" in err  # (it had none)
 
 
 def test_minmax_and_codes_follow_spec_001():

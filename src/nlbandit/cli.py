@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                        help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
         c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
-        c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint")
+        c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint (default "
+                       "1000)")
         c.add_argument("--resample", type=int, default=None, metavar="DRAWS",
                        help="evaluate each claim again on DRAWS draws of the report's seeds, with replacement, and "
                        "report the share that read as the claim does (default 400 at --scale full, 0 = none at "
@@ -139,14 +140,15 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a candidate hyperparameter (VALUE as in TOML); repeatable")
     ev.add_argument("--seed", type=int, default=0, help="the candidate's seed (default 0)")
-    ev.add_argument("--estimators", nargs="+", default=["ips", "snips", "dr"], help="among ips, snips, dr")
+    ev.add_argument("--estimators", nargs="+", default=["ips", "snips", "dr"], help="among ips, snips, dr "
+                    "(default: all three)")
     srv = sub.add_parser("serve", help="serve named online agents over HTTP, their state durable in a folder",
                          description="Serve named online agents over HTTP (PUT /agents/NAME creates one; "
                          "/agents/NAME/decide, /reward, /decide_batch, /health; docs/online.md). The folder keeps "
                          "each agent's configuration, write-ahead journal and snapshots: a restart (even after "
-                         "kill -9) resumes where it stopped. --policy, --d and --k (and optionally --horizon, --set) "
-                         "create the agent 'default', which the unprefixed routes /decide, /reward ... serve; an "
-                         "existing folder needs none of them.")
+                         "kill -9) resumes where it stopped. --policy, --d and --k (and optionally --horizon, --seed, "
+                         "--set) create the agent 'default', which the unprefixed routes /decide, /reward ... serve; "
+                         "an existing folder needs none of them.")
     srv.add_argument("folder", type=Path, help="state folder (created if it does not exist)")
     srv.add_argument("--policy", default=None, help="the default agent's policy (nlbandit list policies)")
     srv.add_argument("--d", type=int, default=None, help="feature dimension of an arm")
@@ -161,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request "
                      "(default: $NLBANDIT_SERVE_TOKEN; needed to bind a non-loopback address)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots")
+    srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots "
+                     "(default 1000)")
     lst = sub.add_parser("list", help="list policies, environments, streams, learners and experiment files")
     lst.add_argument("what", nargs="?", choices=("policies", "envs", "streams", "learners", "experiments"),
                      default=None)
@@ -214,6 +217,9 @@ def _data(action: str, name: str | None) -> int:
     every = {**SOURCES, "obd": obd.SOURCE}
     if action in ("fetch", "info") and name is None:
         print(f"error: nlbandit data {action} needs a data set name ({', '.join(sorted(every))})", file=sys.stderr)
+        return 2
+    if action in ("fetch", "info") and name not in every:
+        print(f"error: unknown data set {name!r}; known: {', '.join(sorted(every))}", file=sys.stderr)
         return 2
     try:
         if action == "list":
