@@ -162,6 +162,13 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     assert "pruned 1 stale series" in capsys.readouterr().out
     with Store(db) as store:
         assert [r["label"] for r in store.index()] == ["fresh"]
+        for noise in (0.1, 0.5):  # one label on two environment cases: told apart (they read the same)
+            env = {"name": "linear", "noise_std": noise}
+            store.save_runs(f"c{noise}", [{**rows, "label": "cased", "config": {**ident, "env": env, "code": "0"}}])
+    assert main(["results", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "p/e: cased [noise_std=0.1] (1 seeds" in out and "p/e: cased [noise_std=0.5] (1 seeds" in out
+    assert "p/e: fresh (1 seeds" in out
 
 
 def test_revalidate_compiles_with_the_quick_flags_when_every_stale_run_recorded_them(tmp_path, monkeypatch):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import sys
 import time
@@ -296,16 +297,30 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
             print(f"pruned {len(gone)} stale series from {db}; {len(store.index())} current series kept")
             return 0
         runs = annotated_runs(store)
+    differing = _differing_env_fields(runs)
     for r in runs:
         state = "current" if r["current"] else "STALE"
         seeds = ", ".join(f"{s.start}" if len(s) == 1 else f"{s.start}-{s.stop - 1}" for s in seed_ranges(r["seeds"]))
-        print(f"{r['series_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']} "
-              f"({r['n_seeds']} seeds [{seeds}] x {r['horizon']} rounds)")
+        env = r["config"].get("env", {})
+        case = ", ".join(f"{k}={env.get(k)}" for k in differing.get((r["experiment"], r["label"]), ()))
+        print(f"{r['series_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']}"
+              + (f" [{case}]" if case else "") + f" ({r['n_seeds']} seeds [{seeds}] x {r['horizon']} rounds)")
     stale = sum(not r["current"] for r in runs)
     print(f"{len(runs)} series in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
           "'nlbandit results revalidate' adopts those whose numbers did not change, 'nlbandit results prune' deletes "
           "them)")
     return 0
+
+
+def _differing_env_fields(runs: list[dict]) -> dict[tuple[str, str], list[str]]:
+    """Per (experiment, label) stored more than once, the environment fields whose values tell its series apart
+    (the cases of a file with several)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["experiment"], r["label"]), []).append(r["config"].get("env", {}))
+    return {key: sorted(k for k in {k for e in envs for k in e}
+                        if len({json.dumps(e.get(k), sort_keys=True) for e in envs}) > 1)
+            for key, envs in groups.items() if len(envs) > 1}
 
 
 def _compile_as_stored(store, experiments: list[str] | None) -> None:
