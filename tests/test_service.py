@@ -95,6 +95,8 @@ BAD = [
     ("/decide", json.dumps({"contexts": [[1.0] * D] * K, "mask": [False] * K}).encode(), 400, "offers no arm"),
     ("/decide", json.dumps({"contexts": [[0.5] * D] * K * 3000}).encode(), 413, "larger than"),
     ("/decide_batch", json.dumps({"contexts": [[1.0] * D] * K}).encode(), 400, "3 levels"),
+    ("/decide_batch", json.dumps({"contexts": []}).encode(), 400, "field 'contexts' is empty; give at least one set"),
+    ("/decide", json.dumps({"contexts": []}).encode(), 400, "field 'contexts' is empty; give at least one arm"),
     ("/reward", json.dumps({"event_id": 99, "value": 1.0}).encode(), 404, "never issued"),
     ("/reward", json.dumps({"event_id": "1", "value": 1.0}).encode(), 400, "'event_id' must be an integer"),
     ("/reward", json.dumps({"event_id": 1, "value": "high"}).encode(), 400, "'value' must be a number"),

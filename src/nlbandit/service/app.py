@@ -538,6 +538,9 @@ def _array(body: Any, name: str, ndim: int) -> np.ndarray:
         a = np.asarray(body[name], np.float64)
     except (TypeError, ValueError, OverflowError):
         raise RequestError(400, expected) from None
+    if a.size == 0:
+        raise RequestError(400, f"field {name!r} is empty; give at least one "
+                                + ("set of contexts" if ndim == 3 else "arm"))
     if a.ndim != ndim:
         raise RequestError(400, f"{expected}, got {a.ndim}")
     return a
