@@ -506,6 +506,9 @@ def _cli_cases():
          "o.txt is an existing file, not a folder"),
         ("out-report-is-a-folder", out(lambda tmp: ((tmp / "o" / "e.md").mkdir(parents=True), tmp / "o")[1]),
          "e.md exists and is not a file"),
+        # (it was found after every run was simulated: a traceback and half a report)
+        ("out-run-list-is-a-folder", out(lambda tmp: ((tmp / "o" / "e.runs.json").mkdir(parents=True), tmp / "o")[1]),
+         "e.runs.json exists and is not a file"),
         ("folder-same-report-twice", same_report, "both write the report"),
         # results database
         *[(f"db-{kind.replace(' ', '-')}", db(kind), expected) for kind, expected in DATABASES],
@@ -524,6 +527,29 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, s
     assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert expected in captured.err and "Traceback" not in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing simulated, no database, no report
+
+
+def test_a_database_damaged_after_it_opened_and_an_interruption_are_one_line(tmp_path, capsys, monkeypatch):
+    """A truncated database gave a 19-line DuckDB traceback and exit 1 (cli.md: one line, exit 2); Ctrl-C a
+    40-line KeyboardInterrupt traceback."""
+    import nlbandit.cli as cli
+
+    db = tmp_path / "r.duckdb"
+    assert main(["run", str(write(tmp_path, GOOD)), "--db", str(db), "--out", str(tmp_path / "out")]) == 0
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    damaged = db.read_bytes()
+    capsys.readouterr()
+    assert main(["results", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and str(db) in err, err
+    assert db.read_bytes() == damaged
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_command", interrupted)
+    assert main(["results", "--db", str(db)]) == 130
+    assert "interrupted: the runs stored so far are kept" in capsys.readouterr().err
 
 
 def test_simulate_refuses_a_run_that_does_not_fit_before_compiling(monkeypatch):

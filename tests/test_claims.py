@@ -288,3 +288,23 @@ def test_reward_is_the_average_realised_reward_per_round():
 
     holds, values = evaluate_claim("reward('A') >= 0.5 and reward('A', t=60) <= 0.5", curves, 100)
     assert holds is True and values[0][1] == pytest.approx(0.5) and values[1][1] == pytest.approx(25 / 50)
+
+
+def test_a_report_interrupted_while_rendering_leaves_the_previous_report_whole(tmp_path, monkeypatch, capsys):
+    """The plot was renamed into place before the markdown and the run list were rendered: a kill in between left the
+    new plot beside the old text (and n_seeds of one run in runs.json, of the other in the markdown)."""
+    from nlbandit.report import build
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out, db = tmp_path / "rep", tmp_path / "r.duckdb"
+    assert main(["report", str(path), "--db", str(db), "--out", str(out), "--no-progress", "--seeds", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed while rendering")
+
+    monkeypatch.setattr(build, "run_list", killed)
+    with pytest.raises(RuntimeError, match="killed while rendering"):
+        main(["report", str(path), "--db", str(db), "--out", str(out), "--no-progress"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -169,6 +169,16 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "p/e: cased [noise_std=0.1] (1 seeds" in out and "p/e: cased [noise_std=0.5] (1 seeds" in out
     assert "p/e: fresh (1 seeds" in out
+    with Store(db) as store:  # and a file edited since (a hyperparameter), and quick against full scale
+        for label, policy, xla in (("edited", {"name": "lin-ts", "v": 0.3}, ""),
+                                   ("edited", {"name": "lin-ts", "v": 0.5}, ""),
+                                   ("scaled", {"name": "lin-ts"}, ""), ("scaled", {"name": "lin-ts"}, "--flag")):
+            store.save_runs(f"{label}{policy.get('v')}{xla}", [{**rows, "label": label, "config": {
+                **ident, "policy": policy, "xla": xla, "code": "0"}}])
+    assert main(["results", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "p/e: edited [v=0.3] (1" in out and "p/e: edited [v=0.5] (1" in out
+    assert "p/e: scaled [xla=''] (1" in out and "p/e: scaled [xla='--flag'] (1" in out
 
 
 def test_revalidate_compiles_with_the_quick_flags_when_every_stale_run_recorded_them(tmp_path, monkeypatch):

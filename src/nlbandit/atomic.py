@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -16,6 +19,45 @@ def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     ``path`` is never half-written; the temporary file is removed if ``write`` fails. The file gets the mode of
     the one it replaces, or that of a new file under the process's umask (not the temporary file's 0600)."""
     path = Path(path)
+    tmp = _staged(path, write)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    sync_folder(path.parent)
+    return path
+
+
+def write_files(files: dict[Path, bytes]) -> None:
+    """Write several files that belong together (a report's markdown, plots and run list) so that they change
+    together: each is written to a synced temporary file first, and only then are they renamed into place, one
+    right after the other (a process killed before the renames leaves every file as it was). Temporary files that
+    an earlier write killed before its renames left beside them (older than :data:`STALE_SECONDS`) are removed."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            _remove_leftovers(path)
+            staged.append((_staged(path, lambda f, data=data: f.write(data)), path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for folder in {path.parent for _, path in staged}:
+        sync_folder(folder)
+
+
+STALE_SECONDS = 3600
+"""How old a temporary file of an atomic write must be before :func:`write_files` takes it for a leftover of a
+process killed while writing (younger ones may belong to a command writing the same file now)."""
+
+
+def _staged(path: Path, write: Callable[[BinaryIO], None]) -> Path:
+    """A synced temporary file beside ``path`` (its folder created) holding what ``write`` wrote, with the mode
+    ``path`` is to have; removed if ``write`` fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -24,12 +66,22 @@ def write_with(path: Path, write: Callable[[BinaryIO], None]) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    sync_folder(path.parent)
-    return path
+    return Path(tmp)
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove the temporary files of ``path`` (``.<name>.<8 characters>``, :func:`_staged`'s) older than
+    :data:`STALE_SECONDS`."""
+    if not path.parent.is_dir():
+        return
+    now = time.time()
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.????????"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > STALE_SECONDS:
+                tmp.unlink()
 
 
 def _mode_for(path: Path) -> int:

@@ -73,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                        help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
         c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
-        c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk/checkpoint (default "
-                       "1000)")
+        c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk (default 1000); "
+                       "a batch's progress is saved at a chunk's end, with the process executor at most once per 10 s")
         c.add_argument("--resample", type=int, default=None, metavar="DRAWS",
                        help="evaluate each claim again on DRAWS draws of the report's seeds, with replacement, and "
                        "report the share that read as the claim does (default 400 at --scale full, 0 = none at "
@@ -297,12 +297,13 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
             print(f"pruned {len(gone)} stale series from {db}; {len(store.index())} current series kept")
             return 0
         runs = annotated_runs(store)
-    differing = _differing_env_fields(runs)
+    differing = _differing_fields(runs)
     for r in runs:
         state = "current" if r["current"] else "STALE"
         seeds = ", ".join(f"{s.start}" if len(s) == 1 else f"{s.start}-{s.stop - 1}" for s in seed_ranges(r["seeds"]))
-        env = r["config"].get("env", {})
-        case = ", ".join(f"{k}={env.get(k)}" for k in differing.get((r["experiment"], r["label"]), ()))
+        config = r["config"]
+        case = ", ".join(f"{field}={(config.get(part, {}) if part else config).get(field)!r}"
+                         for part, field in differing.get((r["experiment"], r["label"]), ()))
         print(f"{r['series_id']}  {r['code'] or '(no hash)':<16}  {state:<7}  {r['experiment']}: {r['label']}"
               + (f" [{case}]" if case else "") + f" ({r['n_seeds']} seeds [{seeds}] x {r['horizon']} rounds)")
     stale = sum(not r["current"] for r in runs)
@@ -312,15 +313,22 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
     return 0
 
 
-def _differing_env_fields(runs: list[dict]) -> dict[tuple[str, str], list[str]]:
-    """Per (experiment, label) stored more than once, the environment fields whose values tell its series apart
-    (the cases of a file with several)."""
+def _differing_fields(runs: list[dict]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Per (experiment, label) stored more than once, the (part, field) of the configuration whose values tell its
+    series apart: environment fields (the cases of a file with several), policy hyperparameters (a file edited
+    since), the XLA flags (quick and full scale)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in runs:
-        groups.setdefault((r["experiment"], r["label"]), []).append(r["config"].get("env", {}))
-    return {key: sorted(k for k in {k for e in envs for k in e}
-                        if len({json.dumps(e.get(k), sort_keys=True) for e in envs}) > 1)
-            for key, envs in groups.items() if len(envs) > 1}
+        groups.setdefault((r["experiment"], r["label"]), []).append(r["config"])
+    found = {}
+    for key, configs in groups.items():
+        if len(configs) > 1:
+            parts = [(part, field) for part in ("env", "policy") for field in sorted({f for c in configs
+                                                                                     for f in c.get(part, {})})]
+            found[key] = [(part, field) for part, field in parts + [("", "xla")]
+                          if len({json.dumps((c.get(part, {}) if part else c).get(field), sort_keys=True)
+                                  for c in configs}) > 1]
+    return found
 
 
 def _compile_as_stored(store, experiments: list[str] | None) -> None:
@@ -337,7 +345,25 @@ def _compile_as_stored(store, experiments: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
-    that does not hold; 2 on bad input, with one line ``error: ...`` on stderr; 3 when the database is busy)."""
+    that does not hold; 2 on bad input or a results database that fails (damaged, a full disk), with one line
+    ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the runs stored so far are kept, and running the command again resumes each unfinished "
+              "batch from its last checkpoint", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 -- DuckDB's own errors (its module is imported only with the store)
+        if not any(c.__module__.split(".")[0] in ("duckdb", "_duckdb") for c in type(e).__mro__):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"error: the results database failed ({type(e).__name__}: {first}); what was stored before is "
+              "kept. A damaged file: restore it, or run with another --db", file=sys.stderr)
+        return 2
+
+
+def _command(argv: list[str] | None) -> int:
+    """:func:`main` without its handling of interruptions and database failures."""
     try:
         args = _parser().parse_args(argv)
     except ConfigError as e:
@@ -627,8 +653,8 @@ def _report_dir(args: argparse.Namespace, exp) -> Path:
 
 def _check_reports(experiments: list, outs: list[Path]) -> None:
     """Refuse, before anything is simulated, a report folder that is a file, lies below a file or is not
-    writable, report files (``<name>.md``, ``<name>.png``) that exist as something else than files, and two
-    experiments writing the same report."""
+    writable, report files (``<name>.md``, ``.png``, ``.runs.json``, ``_phases.png``) that exist as something else
+    than files, and two experiments writing the same report."""
     written: dict[Path, Path] = {}
     for (path, exp), out in zip(experiments, outs):
         existing = out
@@ -639,7 +665,7 @@ def _check_reports(experiments: list, outs: list[Path]) -> None:
                               "folder)")
         if not os.access(existing, os.W_OK):
             raise ConfigError(f"report folder {out}: {existing} is not writable (pass --out another folder)")
-        for report in (out / f"{exp.name}.md", out / f"{exp.name}.png"):
+        for report in (out / f"{exp.name}{suffix}" for suffix in (".md", ".png", ".runs.json", "_phases.png")):
             if report.exists() and not report.is_file():
                 raise ConfigError(f"report {report} exists and is not a file")
         if out / exp.name in written:

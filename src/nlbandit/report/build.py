@@ -1,10 +1,13 @@
 """Turn an experiment's stored runs into a report: PNG regret curves, a markdown table, claim checks.
 
-Files are written atomically (to a temporary file, then renamed), so a report is never half-written.
+A report's files (markdown, plots, run list) are rendered first and then written together
+(:func:`nlbandit.atomic.write_files`: each to a synced temporary file, then all renamed into place one right after
+the other), so a report is never half-written, nor its files of two different runs of the command.
 """
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import io
 import json
@@ -17,7 +20,7 @@ import numpy as np
 from scipy import stats
 
 from nlbandit import __version__, machine
-from nlbandit.atomic import write_bytes
+from nlbandit.atomic import write_bytes, write_files
 from nlbandit.core.phases import PhaseRows
 from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values, reads_times,
                                          run_selector, traced_text)
@@ -167,14 +170,23 @@ def results_table(rows: list[Row], level: float | None = None) -> str:
     return "\n".join(lines)
 
 
+_STAGED: contextvars.ContextVar[dict[Path, bytes] | None] = contextvars.ContextVar("report_files", default=None)
+"""The files of the report :func:`write_report` is writing, collected to be written together."""
+
+
 def _save_png(fig, path: Path) -> None:
-    """Write a matplotlib figure to ``path`` as PNG (atomically) and close it."""
+    """Write a matplotlib figure to ``path`` as PNG (atomically; within :func:`write_report`, with the report's other
+    files) and close it."""
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    write_bytes(path, buf.getvalue())
+    staged = _STAGED.get()
+    if staged is None:
+        write_bytes(path, buf.getvalue())
+    else:
+        staged[path] = buf.getvalue()
 
 
 _LEGEND_INSIDE = 12
@@ -458,7 +470,21 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
     (:mod:`nlbandit.report.runlist`) from ``load_rows(exp, store)`` and, for a tuned
     experiment its ``exp.tuned`` results; return the markdown path and the claim results. With ``resamples``, each
     claim's verdict is also evaluated on that many draws of the seeds (:func:`repeat_shares`), in a column of
-    the claims table."""
+    the claims table. The files are written together (module docstring): a command killed while rendering them
+    leaves the previous report whole (a kill left the new plot beside the old markdown)."""
+    staged: dict[Path, bytes] = {}
+    token = _STAGED.set(staged)
+    try:
+        md, claims = _report(exp, rows, out_dir, command, tuning, resamples)
+    finally:
+        _STAGED.reset(token)
+    write_files(staged)  # (the markdown last: renamed in place one right after the other, after every file is on disk)
+    return md, claims
+
+
+def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tuning: Sequence[TuningResult],
+            resamples: int) -> tuple[Path, list[ClaimResult]]:
+    """:func:`write_report`'s work, its files staged."""
     claims = check_claims(exp, rows)
     if resamples:
         repeat_shares(exp, rows, claims, resamples)
@@ -541,7 +567,8 @@ def write_report(exp: Experiment, rows: list[Row], out_dir: Path, command: str,
     lines += ["", f"Every run's identity, with a digest of its first and last seed, is listed in "
               f"`{run_list_path(md).name}` (`nlbandit results revalidate --reports` recomputes those two seeds under "
               "changed code and, when the digests hold, brings this report's code hashes up to date)."]
-    write_bytes(run_list_path(md), run_list([r.run for r in rows], [r.digest for r in rows]).encode())
-    write_bytes(md, ("\n".join(lines) + "\n").encode())
+    staged = _STAGED.get()
+    staged[run_list_path(md)] = run_list([r.run for r in rows], [r.digest for r in rows]).encode()
+    staged[md] = ("\n".join(lines) + "\n").encode()
     return md, claims
 
