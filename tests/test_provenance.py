@@ -179,6 +179,17 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "p/e: edited [v=0.3] (1" in out and "p/e: edited [v=0.5] (1" in out
     assert "p/e: scaled [xla=''] (1" in out and "p/e: scaled [xla='--flag'] (1" in out
+    with Store(db) as store:  # an interrupted batch's progress: shown, and deleted by prune --checkpoints only
+        store.save_checkpoint("unfinished", 6000, b"x" * 2_000_000)
+    assert main(["results", "--db", str(db)]) == 0
+    assert "1 checkpoint(s) of batches that never finished (2.0 MB, at rounds 6000)" in capsys.readouterr().out
+    assert main(["results", "prune", "--db", str(db)]) == 0 and main(["results", "--db", str(db)]) == 0
+    assert "1 checkpoint(s)" in capsys.readouterr().out
+    assert main(["results", "--checkpoints", "--db", str(db)]) == 2
+    assert main(["results", "prune", "--checkpoints", "--db", str(db)]) == 0
+    assert "and 1 checkpoint(s) of unfinished batches" in capsys.readouterr().out
+    with Store(db) as store:
+        assert store.checkpoints() == []
 
 
 def test_revalidate_compiles_with_the_quick_flags_when_every_stale_run_recorded_them(tmp_path, monkeypatch):

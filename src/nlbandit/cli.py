@@ -122,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("--reports", type=Path, metavar="PATH",
                      help="with revalidate: a report (.md) or a folder of reports (searched recursively) instead of "
                      "the database")
+    res.add_argument("--checkpoints", action="store_true", help="with prune: also delete the checkpoints of batches "
+                     "that never finished (their commands would resume from them)")
     res.add_argument("--experiment", action="append", metavar="NAME",
                      help="with revalidate on the database: only the runs of this experiment (as listed, e.g. "
                      "sun2025/fig1d_distance); repeatable")
@@ -264,7 +266,7 @@ def _revalidate_reports(action: str, path: Path) -> int:
     return 1 if outcomes["stale"] or outcomes["no run list"] else 0
 
 
-def _results(action: str, db: Path, experiments: list[str] | None = None) -> int:
+def _results(action: str, db: Path, experiments: list[str] | None = None, checkpoints: bool = False) -> int:
     """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
     (:mod:`nlbandit.experiments.results`)."""
     from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
@@ -294,9 +296,10 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
             return 0
         if action == "prune":
             gone = prune_stale(store)
-            print(f"pruned {len(gone)} stale series from {db}; {len(store.index())} current series kept")
+            dropped = f" and {store.drop_checkpoints()} checkpoint(s) of unfinished batches" if checkpoints else ""
+            print(f"pruned {len(gone)} stale series{dropped} from {db}; {len(store.index())} current series kept")
             return 0
-        runs = annotated_runs(store)
+        runs, held = annotated_runs(store), store.checkpoints()
     differing = _differing_fields(runs)
     for r in runs:
         state = "current" if r["current"] else "STALE"
@@ -310,6 +313,10 @@ def _results(action: str, db: Path, experiments: list[str] | None = None) -> int
     print(f"{len(runs)} series in {db}: {len(runs) - stale} current, {stale} stale (code changed since; "
           "'nlbandit results revalidate' adopts those whose numbers did not change, 'nlbandit results prune' deletes "
           "them)")
+    if held:
+        print(f"{len(held)} checkpoint(s) of batches that never finished ({sum(n for _, _, n in held) / 1e6:.1f} MB, "
+              f"at rounds {', '.join(str(t) for _, t, _ in held)}): the command that started each resumes it; "
+              "'nlbandit results prune --checkpoints' deletes them")
     return 0
 
 
@@ -381,7 +388,10 @@ def _command(argv: list[str] | None) -> int:
                 return 2
             if args.reports is not None:
                 return _revalidate_reports(args.action, args.reports)
-            return _results(args.action, args.db, args.experiment)
+            if args.checkpoints and args.action != "prune":
+                print("error: --checkpoints goes with 'prune'", file=sys.stderr)
+                return 2
+            return _results(args.action, args.db, args.experiment, args.checkpoints)
     if args.command == "data":
         return _data(args.action, args.name)
     if args.command == "serve":

@@ -417,6 +417,19 @@ class Store:
             con.execute("INSERT INTO checkpoints (batch_id, t_done, progress) VALUES (?, ?, ?)",
                         [batch_id, t_done, progress])
 
+    def checkpoints(self) -> list[tuple[str, int, int]]:
+        """(batch id, rounds done, bytes) of every saved checkpoint: the progress of batches that have not finished
+        (resumed by the command that started them; another seed count or file is another batch)."""
+        return [tuple(row) for row in self.con.execute(
+            "SELECT batch_id, t_done, octet_length(progress) FROM checkpoints ORDER BY batch_id").fetchall()]
+
+    def drop_checkpoints(self) -> int:
+        """Remove every checkpoint; return how many there were."""
+        with self._transaction() as con:
+            n = con.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+            con.execute("DELETE FROM checkpoints")
+        return n
+
     def drop_checkpoint(self, batch_id: str) -> None:
         """Remove the batch's checkpoint, if any."""
         with self._transaction() as con:
