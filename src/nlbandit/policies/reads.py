@@ -6,8 +6,8 @@ LinUCB is insensitive to its width. :data:`READ_WHEN` declares, for the policies
 scale, a solver, a mode) decide whether a traced hyperparameter is read, when it is; :func:`check_reads`
 refuses a hyperparameter *set away from its default* that the resolved configuration does not read, naming
 the switch that would make it count (defaults are never refused, so a stored or saved configuration, which
-holds every field, still resolves). The logistic families refuse the fields of their other mode themselves
-(``mode``); this covers the switches within a mode.
+holds every field, still resolves). The logistic families refuse the fields of their other ``mode``
+themselves, first; the table lists those too, so that it says all that the programs read.
 
 The table is checked against the programs themselves: ``tests/test_reads.py`` traces each policy's ``init``,
 ``act`` and ``update`` and asks JAX which parameters the outputs depend on (dead-code elimination of the
