@@ -564,3 +564,17 @@ def test_simulate_refuses_a_run_that_does_not_fit_before_compiling(monkeypatch):
     with pytest.raises(ConfigError, match=r"simulate: simulating policy 'lin-ucb' .* needs about 0.01[0-9]+ GiB of "
                                           r"memory \(.*policy states \(the scan's carry in and out\) 0.01"):
         nb.simulate(env, policy, params, 5, range(100))
+
+
+def test_nlbandit_refuses_to_build_inside_a_32_bit_block():
+    """Inside `with jax.enable_x64(False):` (concepts.md's way to keep one's own code 32-bit) make_env, make_policy
+    and the agent computed in float32 silently: another instance for the same seed, other arms from round 1."""
+    import jax
+
+    env = nb.make_env("linear", d=3, k=4)
+    with jax.enable_x64(False):
+        for build in (lambda: nb.make_env("linear", d=3, k=4), lambda: nb.make_policy("lin-ucb", env, horizon=20),
+                      lambda: nb.Agent("lin-ucb", d=3, k=4)):
+            with pytest.raises(ConfigError, match="JAX's 64-bit mode is off here"):
+                build()
+    nb.make_policy("lin-ucb", env, horizon=20)  # outside it, as before

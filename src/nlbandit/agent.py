@@ -97,6 +97,7 @@ from nlbandit.host.draws import DrawBlocks
 from nlbandit.host.normals import standard_normals
 from nlbandit.policies.registry import (build_policy, build_resample, check_policy_sizes, policy_entry, policy_memory,
                                         resolve_policy)
+from nlbandit.precision import require_x64
 
 FORMAT = "nlbandit-agent"
 """The ``format`` field of a saved agent's header."""
@@ -253,6 +254,7 @@ class Agent:
     def __init__(self, policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0, *,
                  estimate_draws: int | None = None, numpy_round: bool = True, first_event_id: int = 1,
                  check_unread: bool = True, **hyperparameters: Any):
+        require_x64("Agent")
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
                       estimate_draws=estimate_draws, numpy_round=numpy_round, first_event_id=first_event_id)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))

@@ -180,7 +180,8 @@ def _list(what: str | None) -> None:
     from nlbandit.policies.registry import POLICIES
 
     def hypers(entry) -> str:
-        return ", ".join(f"{h.name}={h.default!r}" + ("*" if h.static else "") for h in entry.hypers)
+        return ", ".join((f"{h.name} (required)" if h.default is None and not h.optional else f"{h.name}={h.default!r}")
+                         + ("*" if h.static else "") for h in entry.hypers)
 
     if what in (None, "policies"):
         from nlbandit.agent import agent_defaults
@@ -193,7 +194,7 @@ def _list(what: str | None) -> None:
                 practice = ", ".join(f"{k}={v!r}" for k, v in agent_defaults()[e.name].items())
                 print(f"  {'':<12} agent: {practice} (benchmarks/agent_defaults.py)")
     if what in (None, "envs"):
-        print("environments:")
+        print("environments (field=default; * = static, changes shapes):")
         for e in ENVS.values():
             print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
     if what in (None, "streams"):

@@ -215,7 +215,7 @@ def simulate(
         :func:`~nlbandit.policies.registry.make_policy` returns it) or a dict of the same fields (converted
         to the record, :attr:`PolicyMeta.params_type`); with ``grid=True`` every leaf has a leading axis G
         and the grid points are run side by side (common random numbers: all see the same instances and
-        noise).
+        noise draws; a realised reward, mean + σ·z, may differ in its last bit between compiled programs).
       horizon: number of rounds T ≥ 1; omitted, the horizon the policy was built for (its ``spec``).
       seeds: integer seeds, one per repetition (required).
       chunk_size: rounds per compiled chunk (progress and checkpoints advance per chunk).

@@ -14,6 +14,7 @@ from nlbandit.core.hyper import lookup, resolve_named
 from nlbandit.core.types import Env, Stream
 from nlbandit.discovery import declaring_modules
 from nlbandit.envs.entry import EnvEntry
+from nlbandit.precision import require_x64
 
 
 def _entries(attribute: str) -> dict[str, EnvEntry]:
@@ -51,6 +52,7 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
 
     Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
     """
+    require_x64(f"env '{name}'")
     try:
         key = json.dumps([name, hyperparameters], sort_keys=True)
     except (TypeError, ValueError):  # a value JSON cannot spell (an array, a circular list): resolved every time

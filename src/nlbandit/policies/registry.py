@@ -24,6 +24,7 @@ from nlbandit.discovery import declaring_modules
 from nlbandit.policies.anytime import SUFFIX, anytime_entry
 from nlbandit.policies.entry import PolicyEntry
 from nlbandit.policies.reads import check_reads
+from nlbandit.precision import require_x64
 
 FAMILIES = declaring_modules("nlbandit.policies", "ENTRIES", skip=__name__)
 """The family modules whose ``ENTRIES`` make up the registry, by module name."""
@@ -166,7 +167,9 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
                 **hyperparameters: Any) -> tuple[Policy, Any]:
     """Construct a registered policy; return it with its ``params``: its typed record of traced
     hyperparameters (float64 scalars; :mod:`nlbandit.core.params`), e.g. ``params.sigma_r``. Replace a value
-    with ``params._replace(sigma_r=0.2)``; a grid is a record of equal-length arrays.
+    with ``params._replace(sigma_r=0.2)`` (that field alone: a default derived from it here, such as an ensemble's
+    ``prior_scale`` = σ_R, keeps its value; replace both, or build each point here); a grid is a record of
+    equal-length arrays.
 
     ``spec`` gives the sizes (d, K, horizon), or is the environment the policy will run on: then d and K are
     the environment's, ``horizon`` (T) is required, and the policy is checked against the environment exactly
@@ -176,6 +179,7 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     Examples: ``make_policy("lin-es", env, horizon=10_000, m=25)``;
     ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
+    require_x64(f"policy '{name}'")
     config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'", reads=True)
     for field, value in (("horizon", horizon), *((("spec.horizon", spec.horizon), ("spec.d", spec.d),
                                                    ("spec.k", spec.k)) if isinstance(spec, ProblemSpec) else ())):
