@@ -248,3 +248,33 @@ def test_a_full_scale_report_gives_each_claims_repeat_share(tmp_path, capsys):
     assert 0.2 < below < 0.8 and abs(float(row.group(2)) - (below if row.group(1) == "PASS" else 1 - below)) <= 0.075
     assert main(argv + ["--scale", "full", "--resample", "0"]) == 0 and "repeats" not in (out / "pilot.md").read_text()
     assert main(argv) == 0 and "repeats" not in (out / "pilot.md").read_text()  # the quick scale: none by default
+
+
+@pytest.mark.parametrize("check, margin", [
+    ("paired('TS', 'G') <= 0", 0.0),
+    ("paired('TS', 'G') / regret('G') <= -0.5", "-0.5 * G"),  # (was 0: every wrapped paired() lost its margin)
+    ("-paired('TS', 'G') >= 20", -20.0),
+    ("paired('TS', 'G') + 20 <= 0", -20.0),
+    ("2 * paired('TS', 'G') <= -40", -20.0),
+    ("-20 >= paired('TS', 'G') >= -1000", -20.0),  # the nearer bound (the last one read won)
+    ("lower(paired('TS', 'G')) > -60", -60.0),
+    ("0 * paired('TS', 'G') <= 1", None),  # the comparison does not turn with it: not estimated
+])
+def test_the_margin_is_where_the_comparison_turns_for_the_paired_mean(check, margin):
+    from nlbandit.experiments.claims import paired_differences
+
+    rng = np.random.default_rng(0)
+    final = {"TS": rng.normal(100, 20, 12), "G": rng.normal(145, 30, 12)}
+    curves = lambda label, case, metric="regret": (np.array([500]), final[label][:, None], None)  # noqa: E731
+    expected = -0.5 * final["G"].mean() if margin == "-0.5 * G" else margin
+    found = [m for *_, m in paired_differences(check, curves, 500)]
+    assert found == [None] if expected is None else found == [pytest.approx(expected, rel=1e-12, abs=1e-12)]
+
+
+def test_two_comparisons_of_one_pair_keep_their_own_margins():
+    from nlbandit.experiments.claims import paired_differences
+
+    final = {"A": np.arange(5.0), "B": np.arange(5.0) + 1}
+    curves = lambda label, case, metric="regret": (np.array([10]), final[label][:, None], None)  # noqa: E731
+    found = paired_differences("paired('A', 'B') <= -20 or paired('A', 'B') >= 100", curves, 10)
+    assert [m for *_, m in found] == [-20.0, 100.0]  # (both read 100 before)

@@ -509,11 +509,15 @@ def _seeds(args: argparse.Namespace) -> int:
           "comparison, and per claim the most its comparisons need")
     for name, comparisons in found:
         counts = [c.needed for c in comparisons if c.stat == "mean"]  # (a median's count is not estimated)
-        most = "no mean comparison" if not counts else "out of reach" if None in counts else f"{max(counts)} seeds"
+        unread = any(c.margin is None for c in comparisons if c.stat == "mean")
+        most = ("no mean comparison" if not counts else "not estimated (a margin not read)" if unread else
+                "out of reach" if None in counts else f"{max(counts)} seeds")
         print(f"\n{name}: {most} to resolve all {len(counts)}")
         for c in comparisons:
             need = (f"{c.needed} seeds" if c.needed is not None else
-                    "median: not estimated" if c.stat != "mean" else "out of reach")
+                    "median: not estimated" if c.stat != "mean" else
+                    "not estimated: its comparison is not affine in it (write paired(a, b) <= m)" if c.margin is None
+                    else "out of reach")
             margin = f" against the margin {c.margin:.3g}" if c.margin else ""
             print(f"  {c.call}: mean {c.mean:.3g}, sd {c.sd:.3g} over {c.seeds} seeds{margin} -> {need}")
     _print_verdicts(rates, exp.n_seeds, args.power)

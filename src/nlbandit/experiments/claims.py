@@ -279,8 +279,9 @@ class _Evaluator:
         self.curves, self.horizon, self.grid = curves, horizon, grid
         self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
-        self.differences: list[tuple[str, str, np.ndarray]] = []  # every paired(): (call, stat, per-seed a − b)
-        self.margins: dict[str, float] = {}  # a paired() call compared with a number → that number
+        self.differences: list[tuple[str, str, np.ndarray, int]] = []  # every paired(): (call, stat, a − b, id)
+        self.margins: dict[int, float | None] = {}  # a paired() call's id → its margin (None: not read)
+        self._probing: dict[int, float] = {}  # while a margin is found: a call's id → the number it stands for
 
     def __call__(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
@@ -313,23 +314,47 @@ class _Evaluator:
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
                 outcomes.append(None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right))
-                self._note_margin(left_node, left, right_node, right)
+                if not self._probing:
+                    self._note_margin(left_node, right_node)
                 left_node, left = right_node, right
             return _kleene_and(outcomes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return self._call(node)
         raise ConfigError(f"unsupported expression element {ast.unparse(node)!r}")
 
-    def _note_margin(self, left_node: ast.AST, left: Any, right_node: ast.AST, right: Any) -> None:
-        """Where a comparison sets ``paired(...)`` (or its ``lower``/``upper`` end) against a number, keep that
-        number as the call's margin (:attr:`margins`)."""
-        for node, other in ((left_node, right), (right_node, left)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("lower", "upper") \
-                    and len(node.args) == 1:
-                node = node.args[0]
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "paired" and \
-                    isinstance(other, (int, float)) and not isinstance(other, bool):
-                self.margins[ast.unparse(node)] = float(other)
+    def _note_margin(self, left_node: ast.AST, right_node: ast.AST) -> None:
+        """Keep the margin of the one ``paired(...)`` a comparison reads (:attr:`margins`): the value of the paired
+        mean (or of its ``lower``/``upper`` end) at which the comparison turns, the rest of it held at its values
+        here (``paired(a, b) / regret(b) <= -0.5`` turns at -0.5·regret(b), ``-paired(a, b) >= 20`` at -20).
+        Found by evaluating the two sides with the call standing for 0, 1 and 2: None where they are not affine in
+        it (a square root, a min) or the comparison reads several paired() calls."""
+        calls = [n for side in (left_node, right_node) for n in ast.walk(side) if _named(n, "paired")]
+        if not calls:
+            return
+        if len(calls) > 1:
+            self.margins.update({id(n): None for n in calls if id(n) not in self.margins})
+            return
+        target = next((n for side in (left_node, right_node) for n in ast.walk(side)
+                       if _named(n, "lower") or _named(n, "upper")), calls[0])
+        trace, differences = len(self.trace), len(self.differences)
+        try:
+            gaps = []
+            for x in (0.0, 1.0, 2.0):
+                self._probing[id(target)] = x
+                left, right = self(left_node), self(right_node)
+                gaps.append(float(left) - float(right))
+        except (ConfigError, TypeError, ValueError, ArithmeticError):
+            gaps = []
+        finally:
+            self._probing.clear()
+            del self.trace[trace:], self.differences[differences:]
+        slope = gaps[1] - gaps[0] if gaps else 0.0
+        affine = bool(gaps) and slope != 0 and abs(gaps[2] - gaps[1] - slope) <= 1e-9 * max(map(abs, gaps + [1.0]))
+        margin, before = (-gaps[0] / slope if affine else None), self.margins.get(id(calls[0]), 0.0)
+        if id(calls[0]) in self.margins and None not in (margin, before):  # a chained comparison's two bounds: the
+            mean = next(d.mean() for *_, d, n in self.differences if n == id(calls[0]))  # nearer decides the seeds
+            margin = min(margin, before, key=lambda m: abs(mean - m))
+        self.margins[id(calls[0])] = None if margin is None else margin + 0.0  # (not -0.0)
 
     @staticmethod
     def _truth(value) -> bool | None:
@@ -352,6 +377,8 @@ class _Evaluator:
         return timing
 
     def _call(self, node: ast.Call) -> Any:
+        if id(node) in self._probing:
+            return self._probing[id(node)]
         name = node.func.id
         args = [self(a) for a in node.args]
         kwargs = {k.arg: self(k.value) for k in node.keywords}
@@ -382,7 +409,7 @@ class _Evaluator:
             diff = value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t)
             value = paired_interval(diff, stat)
             self.trace.append((f"{ast.unparse(node)} = {value.text()} (95% CI)", value.mean))
-            self.differences.append((ast.unparse(node), stat, diff))
+            self.differences.append((ast.unparse(node), stat, diff, id(node)))
             return value
         if name in ("lower", "upper") and len(args) == 1 and isinstance(args[0], Interval) and not kwargs:
             return args[0].lo if name == "lower" else args[0].hi
@@ -619,14 +646,20 @@ def evaluate_claim(check: str, curves: Curves, horizon: int, grid: Callable[[str
 
 
 def paired_differences(check: str, curves: Curves, horizon: int, grid: Callable[[str], list[Any]] = lambda key: [],
-                       functions: tuple[ClaimFunction, ...] = ()) -> list[tuple[str, str, np.ndarray, float]]:
+                       functions: tuple[ClaimFunction, ...] = ()) -> list[tuple[str, str, np.ndarray, float | None]]:
     """Every ``paired(a, b, ...)`` that evaluating ``check`` computes (one reading a case that was not run is left
-    out): (the call, its statistic, the per-seed differences a − b, the number the claim compares it or its
-    ``lower``/``upper`` end with: its margin, evaluated on these curves; 0 where it is compared with none), for
+    out): (the call, its statistic, the per-seed differences a − b, its margin: the value of the paired mean, or of
+    its ``lower``/``upper`` end, at which its comparison turns, evaluated on these curves (``_note_margin``); 0
+    where it is compared with nothing, e.g. inside at_least's count; None where it cannot be read), for
     :mod:`nlbandit.experiments.power`."""
     ev = _Evaluator(curves, horizon, grid, functions)
     ev(parse_claim(check))
-    return [(call, stat, diff, ev.margins.get(call, 0.0)) for call, stat, diff in ev.differences]
+    return [(call, stat, diff, ev.margins.get(node, 0.0)) for call, stat, diff, node in ev.differences]
+
+
+def _named(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is a call of the claim function ``name``."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
 def _depth(node: ast.AST) -> int:

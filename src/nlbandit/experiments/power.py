@@ -2,9 +2,10 @@
 resolved, fixed before the figure's own run (issue 33 item 4: never raise seeds after seeing an INCONCLUSIVE).
 
 A claim's ``paired(a, b)`` is resolved when the 95% Student-t interval of the per-seed differences a − b lies on
-one side of the number the claim compares it with, its margin m (``paired(a, b) <= 0.25 * regret('b')``,
-``lower(paired(a, b)) > 5``; 0 where it is compared with none, e.g. a bare sign; the margin is evaluated on the
-pilot) (:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard
+one side of the value at which its comparison turns, its margin m (``paired(a, b) <= 0.25 * regret('b')``,
+``lower(paired(a, b)) > 5``, and as well ``paired(a, b) / regret('b') <= -0.5`` or ``-paired(a, b) >= 20``: the
+comparison is solved for the paired mean, the rest held at the pilot's values; 0 for a bare sign; not estimated
+where the comparison is not affine in it; the nearer bound of a chained range) (:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard
 deviation s, a run of n fresh seeds resolves it with probability about Φ(|d̄ − m|√n / s − t₀.₉₇₅,ₙ₋₁) (the t
 statistic taken as normal around its mean; slightly optimistic for small n), so the seeds needed at power β are
 the smallest n ≥ 2 with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small
@@ -59,7 +60,7 @@ class Comparison(NamedTuple):
     mean: float
     sd: float
     needed: int | None
-    margin: float = 0.0
+    margin: float | None = 0.0
 
 
 def seeds_needed(mean: float, sd: float, power: float = 0.8) -> int | None:
@@ -98,7 +99,8 @@ def claim_comparisons(exp, curves, power: float = 0.8) -> list[tuple[str, list[C
         for call, stat, diff, margin in found:
             sd = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
             mean = float(diff.mean())
-            needed = seeds_needed(mean - margin, sd, power) if stat == "mean" and diff.size > 1 else None
+            needed = seeds_needed(mean - margin, sd, power) if (
+                stat == "mean" and diff.size > 1 and margin is not None) else None
             comparisons.append(Comparison(call, stat, int(diff.size), mean, sd, needed, margin))
         if comparisons:
             out.append((claim.name, comparisons))
