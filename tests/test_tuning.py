@@ -90,6 +90,20 @@ def test_picks_the_best_point_on_tuning_seeds_only_and_reports_it(tmp_path, monk
         assert tune_experiment(exp, store, progress=False, log=lambda m: None).runs == tuned.runs and not seen
 
 
+def test_one_tuning_seed_has_no_interval_rather_than_a_zero_one(tmp_path):
+    """With one tuning seed (docs: [scales.quick] tune_seeds = 1) the table read '± 0.0', as if certain."""
+    exp = load_experiment(_write(tmp_path, TOY.format(tune_extra="").replace("[tune]\nseeds = 2", "[tune]\nseeds = 1")))
+    with Store(tmp_path / "db.duckdb") as store:
+        tuned = tune_experiment(exp, store, progress=False, log=lambda m: None)
+        results = tuning_results(tuned, store)
+        assert all(np.isnan(c) for r in results for c in r.ci95)
+        run_experiment(tuned, store, progress=False, log=lambda m: None)
+        md, _ = write_report(tuned, load_rows(tuned, store), tmp_path, "test", results)
+    rows = [line for line in md.read_text().splitlines()
+            if line.startswith(("| LinUCB | case=a | alpha=1000.0 |", "| LinUCB | case=a | **alpha=0.5** |"))]
+    assert len(rows) == 2 and all(line.endswith("| — (one seed) |") for line in rows), rows
+
+
 def test_max_reward_objective_picks_the_highest_reward(tmp_path):
     exp = load_experiment(_write(tmp_path, TOY.format(tune_extra='objective = "max-reward"')))
     with Store(tmp_path / "db.duckdb") as store:
@@ -127,6 +141,10 @@ def test_untuned_experiment_is_refused_by_the_runner_and_the_report(tmp_path):
      "scales.quick: field 'tune' must be true or false"),
     (lambda t: t.replace("[tune]", "[scales.quick]\ntune = false\n[tune]").replace(
         "tune = { alpha = [1000.0, 0.5] }", "tune = { nope = [1.0] }"), "nope"),  # a grid is checked where unused
+    # a grid over the algorithm put Lin-UCB under another series' label
+    (lambda t: t.replace("tune = { alpha = [1000.0, 0.5] }", 'tune = { name = ["uniform", "lin-ts"] }'),
+     "field 'name' cannot be tuned: a series is one policy"),
+    (lambda t: t.replace("seeds = 2", "seeds = 2\ngrids = { alpha = [1.0] }", 1), "allowed fields: grid, "),
 ])
 def test_bad_tuning_tables_are_refused(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message):

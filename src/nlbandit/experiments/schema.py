@@ -267,6 +267,8 @@ def tune_grid(value: Any, where: str) -> dict[str, list] | None:
     if not table:
         raise ConfigError(f"{where} must name at least one field (field = [values]), or be false")
     for k, v in table.items():
+        if k in ("name", "label"):  # (a grid over name swapped the algorithm under the series' label)
+            raise ConfigError(f"{where}: field '{k}' cannot be tuned: a series is one policy; tune its hyperparameters")
         if not isinstance(v, list) or not v:
             raise ConfigError(f"{where}: field '{k}' must be a non-empty list of values to try, got {v!r}")
     expand(table, (), where)  # the size limit
@@ -292,7 +294,10 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
                           f"{', '.join(repr(n) for n, loop in LOOPS.items() if loop.tunable)})")
     table = dict(as_table(raw["tune"], f"{where}: field 'tune'"))
     grid = tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
-    tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
+    try:
+        tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
+    except ConfigError as e:  # (resolve lists the keys it resolves; 'grid' is read above)
+        raise ConfigError(str(e).replace("allowed fields: ", "allowed fields: grid, ", 1)) from None
     tune["seeds"] = scales.get(scale, {}).get("tune_seeds") or tune["seeds"]
     first = max([top["first_seed"]] + [sc.get("first_seed") or 0 for sc in scales.values()])
     reported = first + max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])

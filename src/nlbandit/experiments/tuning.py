@@ -22,6 +22,7 @@ once per diverged point.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -47,7 +48,8 @@ GRID_POINTS = r"diverged in this chunk: grid points \[([\d, ]+)\]"
 @dataclass(frozen=True)
 class TuningResult:
     """A finished tuning: the objective's mean final value and the half-width of its 95% Student-t interval
-    per grid point (over the tuning seeds), and the index of the chosen point."""
+    per grid point (over the tuning seeds; NaN for one seed or a point that diverged), and the index of the chosen
+    point."""
 
     tuning: Tuning
     means: tuple[float, ...]
@@ -108,7 +110,7 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
         finals = [next(stored).curves[METRIC[tuning.objective]][:, -1] for _ in tuning.candidates]
         means = [float(np.mean(f)) for f in finals]
         ci = [t_quantile_975(f.size - 1) * float(np.std(f, ddof=1)) / np.sqrt(f.size)
-              if f.size > 1 and np.all(np.isfinite(f)) else 0.0 for f in finals]
+              if f.size > 1 and np.all(np.isfinite(f)) else math.nan for f in finals]  # (one seed: none, not 0)
         if not any(np.isfinite(means)):
             raise ValueError(f"{exp.path}: tuning {tuning.label} ({tuning.case_label or 'one case'}): every grid "
                              "point diverged")

@@ -414,7 +414,8 @@ def _tuning_lines(exp: Experiment, results: list[TuningResult]) -> list[str]:
     for r in results:
         for i, point in enumerate(r.tuning.points):
             mark = "**" if i == r.chosen else ""
-            value = "diverged | —" if not np.isfinite(r.means[i]) else f"{r.means[i]:.1f} | {r.ci95[i]:.1f}"
+            value = "diverged | —" if not np.isfinite(r.means[i]) else f"{r.means[i]:.1f} | " + (
+                f"{r.ci95[i]:.1f}" if np.isfinite(r.ci95[i]) else "— (one seed)")
             lines.append(f"| {r.tuning.label} | {r.tuning.case_label or '—'} | {mark}{_hyper_text(point)}{mark} | "
                          f"{value} |")
     return lines
