@@ -5,12 +5,13 @@ A claim's ``paired(a, b)`` is resolved when the 95% Student-t interval of the pe
 one side of the value at which its comparison turns, its margin m (``paired(a, b) <= 0.25 * regret('b')``,
 ``lower(paired(a, b)) > 5``, and as well ``paired(a, b) / regret('b') <= -0.5`` or ``-paired(a, b) >= 20``: the
 comparison is solved for the paired mean, the rest held at the pilot's values; 0 for a bare sign; not estimated
-where the comparison is not affine in it; the nearer bound of a chained range) (:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard
-deviation s, a run of n fresh seeds resolves it with probability about Φ(|d̄ − m|√n / s − t₀.₉₇₅,ₙ₋₁) (the t
-statistic taken as normal around its mean; slightly optimistic for small n), so the seeds needed at power β are
-the smallest n ≥ 2 with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small
-pilot can miss an effect or overstate it, so the count is a planning figure, stated in the experiment file with
-its pilot and then used once, on seeds the pilot did not use.
+where the comparison is not affine in it; the nearer bound of a chained range)
+(:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard deviation
+s, a run of n fresh seeds resolves it with probability about Φ(|d̄ − m|√n / s − t₀.₉₇₅,ₙ₋₁) (the t statistic taken
+as normal around its mean; slightly optimistic for small n), so the seeds needed at power β are the smallest n ≥ 2
+with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small pilot can miss an
+effect or overstate it, so the count is a planning figure, stated in the experiment file with its pilot and then
+used once, on seeds the pilot did not use.
 
 Claims that compare no ``paired()`` interval (a threshold on a mean, ``growth(a) < 0.35``; a fraction of seeds,
 ``stuck(a) <= 0.1``; an order of means) and whole claims of several comparisons are planned by resampling instead
