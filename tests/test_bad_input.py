@@ -578,3 +578,14 @@ def test_nlbandit_refuses_to_build_inside_a_32_bit_block():
             with pytest.raises(ConfigError, match="JAX's 64-bit mode is off here"):
                 build()
     nb.make_policy("lin-ucb", env, horizon=20)  # outside it, as before
+
+
+def test_a_run_whose_training_diverges_is_one_line_exit_2(tmp_path, capsys):
+    """A neural step size that diverges ended in a 12-frame traceback with exit 1, the status of a failed claim."""
+    text = GOOD.split("[[policies]]")[0] + '[[policies]]\nlabel = "NG"\nname = "neural-greedy"\nlr = 1000000.0\n'
+    argv = ["run", str(write(tmp_path, text)), "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "out"),
+            "--executor", "local", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: policy 'neural-greedy', seed " in err and "its state became non-finite" in err
+    assert "Traceback" not in err
