@@ -203,11 +203,11 @@ def test_revalidate_compiles_with_the_quick_flags_when_every_stale_run_recorded_
     quick = {**IDENTITY, "code": "0" * 16, "xla": " ".join(reversed(QUICK_SCALE))}
     with Store(tmp_path / "r.duckdb") as store:
         store.save_runs("a", [{**STORED, "config": quick}])
-        cli._compile_as_stored(store, None)
+        cli._compile_as_stored(annotated_runs(store), None)
         assert calls == [1]
         store.save_runs("b", [{**STORED, "label": "M", "config": {**quick, "xla": ""}}])
-        cli._compile_as_stored(store, None)  # mixed: each is left to its own flags (the message says how)
-        cli._compile_as_stored(store, ["p/other"])  # none selected
+        cli._compile_as_stored(annotated_runs(store), None)  # mixed: each is left to its own flags (the message says)
+        cli._compile_as_stored(annotated_runs(store), ["p/other"])  # none selected
         assert calls == [1]
 
 

@@ -284,14 +284,14 @@ def _results(action: str, db: Path, experiments: list[str] | None = None, checkp
         return 3 if isinstance(e, StoreBusyError) else 2
     with store:
         if action == "revalidate":
-            if experiments is not None:
-                held = {r["experiment"] for r in store.index()}
-                unknown = [e for e in experiments if e not in held]
-                if unknown:
-                    print(f"error: --experiment {unknown[0]!r}: {db} holds no runs of it; it holds "
-                          f"{', '.join(sorted(held)) or 'none'}", file=sys.stderr)
-                    return 2
-            _compile_as_stored(store, experiments)
+            runs = annotated_runs(store)
+            held = {r["experiment"] for r in runs}
+            unknown = [e for e in experiments or () if e not in held]
+            if unknown:
+                print(f"error: --experiment {unknown[0]!r}: {db} holds no runs of it; it holds "
+                      f"{', '.join(sorted(held)) or 'none'}", file=sys.stderr)
+                return 2
+            _compile_as_stored(runs, experiments)
             adopted, stale = revalidate(store, experiments=experiments)
             print(f"{len(adopted)} stale series adopted under the current code, {len(stale)} left stale")
             return 0
@@ -339,13 +339,11 @@ def _differing_fields(runs: list[dict]) -> dict[tuple[str, str], list[tuple[str,
     return found
 
 
-def _compile_as_stored(store, experiments: list[str] | None) -> None:
+def _compile_as_stored(runs: list[dict], experiments: list[str] | None) -> None:
     """Compile with the quick scale's XLA flags (:func:`~nlbandit.compile_flags.compile_quick_scale`) when every
-    stale run to revalidate was compiled with them (runs made at the quick scale, the default): a run is
-    recomputed only under the flags it records."""
-    from nlbandit.experiments.results import annotated_runs
-
-    flags = {frozenset(r["config"].get("xla", "").split()) for r in annotated_runs(store)
+    stale run to revalidate (of ``runs``, :func:`~nlbandit.experiments.results.annotated_runs`) was compiled with
+    them (runs made at the quick scale, the default): a run is recomputed only under the flags it records."""
+    flags = {frozenset(r["config"].get("xla", "").split()) for r in runs
              if not r["current"] and (experiments is None or r["experiment"] in experiments)}
     if flags == {frozenset(QUICK_SCALE)}:
         compile_quick_scale()

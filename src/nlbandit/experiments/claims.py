@@ -275,8 +275,8 @@ UNKNOWN = _Unknown()
 
 class _Evaluator:
     def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]],
-                 functions: tuple[ClaimFunction, ...] = ()):
-        self.curves, self.horizon, self.grid = curves, horizon, grid
+                 functions: tuple[ClaimFunction, ...] = (), margins: bool = False):
+        self.curves, self.horizon, self.grid, self._find_margins = curves, horizon, grid, margins
         self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
         self.differences: list[tuple[str, str, np.ndarray, int]] = []  # every paired(): (call, stat, a − b, id)
@@ -314,7 +314,7 @@ class _Evaluator:
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
                 outcomes.append(None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right))
-                if not self._probing:
+                if self._find_margins and not self._probing:  # (only for seeds: a verdict does not need them)
                     self._note_margin(left_node, right_node)
                 left_node, left = right_node, right
             return _kleene_and(outcomes)
@@ -652,7 +652,7 @@ def paired_differences(check: str, curves: Curves, horizon: int, grid: Callable[
     its ``lower``/``upper`` end, at which its comparison turns, evaluated on these curves (``_note_margin``); 0
     where it is compared with nothing, e.g. inside at_least's count; None where it cannot be read), for
     :mod:`nlbandit.experiments.power`."""
-    ev = _Evaluator(curves, horizon, grid, functions)
+    ev = _Evaluator(curves, horizon, grid, functions, margins=True)
     ev(parse_claim(check))
     return [(call, stat, diff, ev.margins.get(node, 0.0)) for call, stat, diff, node in ev.differences]
 
