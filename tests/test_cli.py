@@ -181,13 +181,17 @@ def test_growth_stuck_se_runtime_match_numpy(tiny, tmp_path):
     es = row.stored
     half = es.cum_regret[:, np.searchsorted(es.rounds, exp.horizon / 2, side="right") - 1]
     final = es.cum_regret[:, -1]
+    ts = next(r.stored for r in rows if r.run.label == "TS [v=0.2]")  # (a batch of two: its time is shared)
     exp.claims[:] = [type(exp.claims[0])("x", "", "growth('ES') + stuck('ES', threshold=0.3) + se('ES') + "
-                                        "runtime('ES') + sqrt(4) ** 2 > 0", "pass")]
+                                        "runtime('ES') + runtime('TS [v=0.2]') + sqrt(4) ** 2 > 0", "pass")]
     values = dict(check_claims(exp, rows)[0].values)
     assert values["growth('ES')"] == pytest.approx((final.mean() - half.mean()) / half.mean(), rel=1e-12)
     assert values["stuck('ES', threshold=0.3)"] == pytest.approx(np.mean(final - half > 0.3 * half))
     assert values["se('ES')"] == pytest.approx(final.std(ddof=1) / np.sqrt(final.size), rel=1e-12)
-    assert values["runtime('ES')"] == pytest.approx(row.us_per_seed_round(), rel=1e-12)
+    # runtime: the batch's run seconds per seed-round in µs, from the stored seconds (not the report's own helper)
+    assert (exp.horizon, len(es.seeds), es.batch_size, ts.batch_size) == (300, 3, 1, 2) and es.run_s > 0
+    assert values["runtime('ES')"] == pytest.approx(1e6 * es.run_s / (300 * 3), rel=1e-12)
+    assert values["runtime('TS [v=0.2]')"] == pytest.approx(1e6 * ts.run_s / (300 * 3 * 2), rel=1e-12)
 
 
 FOLDER_EXP = """

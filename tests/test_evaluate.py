@@ -39,6 +39,7 @@ def test_every_estimator_recovers_a_learning_candidates_known_value(log):
     truth = float(np.mean((result.target * means).sum(axis=1)))
     uniform = float(means.mean())
     assert truth > uniform + 0.1, "the candidate must be distinguishable from the logger"
+    assert [(e.name, e.level) for e in result.estimates] == [("ips", 0.95), ("snips", 0.95), ("dr", 0.95)]
     for e in result.estimates:
         half = (e.hi - e.lo) / 2
         assert abs(e.value - truth) <= 1.5 * half, (e, truth)

@@ -26,11 +26,14 @@ def test_replaying_a_simulations_arms_gives_its_rewards_and_regret(env_name):
 
 def test_save_load_round_trip_and_bad_arm_sequences(tmp_path):
     env = nb.make_env("linear", d=3, k=5)
-    instance = export_instance(env, 0, 40, {"d": 3, "k": 5})
+    instance = export_instance(env, 5, 40, {"d": 3, "k": 5})  # (a seed other than 0, so that a lost one shows)
     loaded = Instance.load(instance.save(tmp_path / "i.npz"))
     for a, b in zip(instance[:4], loaded[:4]):
         assert np.array_equal(a, b)
-    assert loaded.state.keys() == instance.state.keys() and loaded.env == {"name": "linear", "d": 3, "k": 5}
+    assert list(loaded.state) == list(instance.state) == [".theta", ".arms"]
+    for name, array in instance.state.items():  # the arrays themselves, each under its own name
+        assert np.any(array != 0) and np.array_equal(loaded.state[name], array), name
+    assert loaded.env == {"name": "linear", "d": 3, "k": 5} and loaded.seed == instance.seed == 5
     assert [p.name for p in tmp_path.iterdir()] == ["i.npz"]
     with pytest.raises(ValueError, match="40 integer arm indices"):
         replay_arms(instance, np.zeros(39, int))

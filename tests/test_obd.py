@@ -19,8 +19,9 @@ def _files(n=30, seed=0, **edits):
     lines = [head]
     for i in range(n):
         aff = np.where(rng.random(ITEMS) < 0.3, rng.integers(1, 4, ITEMS), 0)
-        cells = [str(i), "2019-11-24", str(rng.integers(0, ITEMS)), str(rng.integers(1, 4)), str(int(rng.random() < 0.2)),
-                 str(1 / ITEMS)] + [f"u{j}{rng.integers(0, 3)}" for j in range(4)] + [f"{a:.1f}" for a in aff]
+        cells = [str(i), "2019-11-24", str(rng.integers(0, ITEMS)), str(rng.integers(1, 4)),
+                 str(int(rng.random() < 0.2)), str(1 / ITEMS)]
+        cells += [f"u{j}{rng.integers(0, 3)}" for j in range(4)] + [f"{a:.1f}" for a in aff]
         lines.append(",".join(cells))
     items = [",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3"]
     items += [f"{j},{j},{rng.normal():.3f},a{j % 3},b{j % 2},c{j % 4}" for j in range(ITEMS)]
@@ -41,8 +42,11 @@ def test_reduction_offers_the_logged_item_and_the_top_affinity_others():
         ranked = sorted((j for j in range(ITEMS) if j != ev.item[i]), key=lambda j: (-ev.affinity[i, j], j))
         assert others == sorted(ranked[:ARMS - 1])  # top affinities, ties by the smaller id
     assert np.array_equal(b.click, ev.click) and not np.all(b.logged == b.logged[0])  # shuffled arm order
-    # the position one-hot (columns 25..27) is the same for every arm of an event, and differs across positions
-    assert np.all(b.contexts[:, :, 25:28] == b.contexts[:, :1, 25:28])
+    # the position one-hot (columns 25..27) is the same for every arm of an event, and differs across positions:
+    # the event's position's column at the top of its min-max range (+1), the other two at the bottom (-1)
+    assert set(ev.position.tolist()) == {0, 1, 2}
+    expected = 2 * np.eye(3)[ev.position] - 1
+    np.testing.assert_array_equal(b.contexts[:, :, 25:28], np.broadcast_to(expected[:, None], (n, ARMS, 3)))
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -503,12 +503,27 @@ def test_metrics_in_prometheus_text_beside_json(client):
     assert client.get("/metrics?format=prometheus").text == plain
 
 
-def test_the_journal_keeps_each_decisions_probability(client, service):
-    client.post("/decide", json={"contexts": _contexts(0)})
-    client.post("/decide_batch", json={"contexts": [_contexts(1), _contexts(2)]})
-    service.journal.sync()
-    records = read_journal(service.folder / "journal.log", service.folder_id).records
-    assert records[0]["p"] == 1.0 and records[1]["p"] == [1.0, 1.0]  # lin-ucb: exact, greedy
+def test_the_journal_keeps_each_decisions_probability(tmp_path):
+    """Each /decide and /decide_batch record holds the probabilities the agent answered, decision by decision:
+    ε-greedy (ε = 0.5, K = 4) after a reward has an untied greedy arm, 1 − ε + ε/K = 0.625, and others at ε/K =
+    0.125; a mask offering one arm, 1 (lin-ucb's exact greedy probabilities, all 1, could not tell)."""
+    fleet = _fleet(tmp_path / "s", agent_config("eps-greedy", D, K, 1000, seed=5, epsilon=0.5), snapshot_every=100)
+    service = fleet.agents["default"]
+    with TestClient(create_app(fleet)) as c:
+        first = c.post("/decide", json={"contexts": _contexts(0)}).json()
+        assert c.post("/reward", json={"event_id": first["event_id"], "value": 1.0}).status_code == 200
+        one = [c.post("/decide", json={"contexts": _contexts(i)}).json() for i in range(1, 9)]
+        batch = c.post("/decide_batch", json={"contexts": [_contexts(i) for i in range(9, 15)],
+                                              "masks": [[True] * K] * 5 + [[False, True, False, False]]}).json()
+        service.journal.sync()
+        records = [r for r in read_journal(service.folder / "journal.log", service.folder_id).records
+                   if r["op"] != "reward"]
+    batch = batch["decisions"]
+    assert first["probability"] == 0.25  # (nothing learnt: every arm tied, ε/K + (1 − ε)/K)
+    assert [r["p"] for r in records[:-1]] == [d["probability"] for d in [first] + one]
+    assert records[-1]["p"] == [d["probability"] for d in batch] and batch[-1]["probability"] == 1.0
+    shown = [d["probability"] for d in one + batch[:-1]]
+    assert set(shown) == {0.625, 0.125}, shown
 
 
 def test_serve_refuses_a_public_address_without_a_token_before_touching_the_folder(tmp_path, capsys, monkeypatch):
