@@ -81,6 +81,31 @@ def test_bad_input_is_refused_with_the_argument_named(change, message):
         estimate(args.pop("name"), **args)
 
 
+def test_a_deterministic_log_is_refused_to_ips_and_snips_and_dr_leans_on_its_model():
+    """A greedy logger (probability 1, the other arms 0) and a uniform target: IPS would read ~1/K of the target's
+    value and SNIPS the greedy arms' value (both far from the truth, biased with no interval saying so), so both
+    are refused naming the events and the mass; DR with the true means as its model is exact on the unseen arms.
+    A target that plays the logged arm wherever it was logged with probability 1 is estimated as before."""
+    rng = np.random.default_rng(0)
+    n, k = 4000, 4
+    mu = rng.uniform(0.1, 0.9, (n, k))
+    arms = np.argmax(mu, axis=1)
+    rewards = (rng.random(n) < mu[np.arange(n), arms]).astype(float)
+    uniform, ones = np.full((n, k), 1.0 / k), np.ones(n)
+    for name in ("ips", "snips"):
+        with pytest.raises(ValueError, match=rf"{name}: 4000 of 4000 events were logged with probability 1 .*"
+                                             r"\(0\.75 on average\).*use 'dr'"):
+            estimate(name, arms, rewards, ones, uniform)
+    dr = estimate("dr", arms, rewards, ones, uniform, mu, resamples=200)
+    truth = mu.mean()
+    assert abs(dr.value - truth) < 0.005 and dr.lo <= truth <= dr.hi, (dr, truth)
+    half = np.where(np.arange(n) % 2 == 0, 1.0, 0.5)  # events logged with probability 1/2 may differ from it
+    target = np.eye(k)[arms] * (half == 1.0)[:, None] + uniform * (half < 1.0)[:, None]
+    e = estimate("ips", arms, rewards, half, target, resamples=1)
+    w = target[np.arange(n), arms] / half
+    assert e.value == pytest.approx(np.mean(w * rewards), rel=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 60, 5000])  # 5000: the resamples drawn in two blocks of 838 and 162
 def test_estimates_share_one_draw_and_match_a_direct_reference(n):
     # All three estimators from one call, on the same resamples, equal each one's own call and a direct float64

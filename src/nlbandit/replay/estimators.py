@@ -6,12 +6,13 @@ given by its action probabilities π(· | x_i) on each event (a one-hot row for 
 the importance weight w_i = π(a_i | x_i) / p_i:
 
 * inverse propensity scoring (Horvitz & Thompson 1952; Li et al. 2011): V̂_IPS = (1/n) Σ w_i r_i, unbiased
-  whenever π₀ gives every action π may take a positive probability;
+  whenever π₀ gives every action π may take a positive probability (refused where the log shows it did not:
+  an event logged with probability 1 on which π may take another action);
 * self-normalised IPS (Swaminathan & Joachims 2015): V̂_SNIPS = Σ w_i r_i / Σ w_i, biased by O(1/n) but with
   a smaller variance, and invariant to adding a constant to every reward;
 * doubly robust (Dudík, Langford & Li 2011): V̂_DR = (1/n) Σ [Σ_a π(a | x_i) q̂(x_i, a) + w_i (r_i − q̂(x_i,
-  a_i))] with a reward model q̂: unbiased when the propensities are right, whatever q̂, and of smaller
-  variance the better q̂ is.
+  a_i))] with a reward model q̂: unbiased when the propensities are right and cover π's actions, whatever q̂
+  (where they do not, only if q̂ is right there), and of smaller variance the better q̂ is.
 
 Confidence intervals are percentile intervals of the nonparametric bootstrap over events (Efron 1979):
 the estimate recomputed on ``resamples`` resamples of the n events drawn with replacement.
@@ -65,6 +66,25 @@ def _check(actions, rewards, propensities, target, q_hat) -> tuple[np.ndarray, .
     return actions.astype(np.int64), rewards, propensities, target, q_hat
 
 
+def _refuse_unsupported(names: tuple[str, ...], actions: np.ndarray, p: np.ndarray, target: np.ndarray) -> None:
+    """Refuse IPS and SNIPS where the log shows that the logging policy never played an arm the target may play:
+    an event logged with probability 1 (a deterministic logging policy: every other arm had probability 0) on
+    which the target gives the other arms a positive probability. Those arms' rewards are never reweighted, so
+    both estimates would be biased (IPS by the target's value there, SNIPS towards the logged arms' value), and
+    no interval says so. DR is kept: its reward model stands in for them (unbiased only if the model is right).
+    An arm of probability 0 on an event logged with a probability below 1 cannot be seen in the log."""
+    weighting = [name for name in names if name in ("ips", "snips")]
+    unseen = (p == 1.0) & (target[np.arange(actions.size), actions] < 1.0 - 1e-12)
+    if weighting and unseen.any():
+        mass = 1.0 - target[np.arange(actions.size), actions][unseen]
+        raise ValueError(
+            f"{' and '.join(weighting)}: {int(unseen.sum())} of {actions.size} events were logged with probability 1 "
+            f"(a deterministic logging policy: the other arms had probability 0) while the target gives the other "
+            f"arms probability there ({mass.mean():.3g} on average); importance weighting cannot reach arms the "
+            "logging policy never plays, so the estimate would be biased: use 'dr' (its reward model stands in for "
+            "them) or a log of a randomised policy (ε-greedy, Thompson sampling)")
+
+
 def _terms(name: str, w: np.ndarray, r: np.ndarray, direct: np.ndarray | None,
            q_logged: np.ndarray | None) -> tuple[np.ndarray, ...]:
     """The per-event terms whose resamples estimator ``name`` averages or sums (module docstring): IPS w_i r_i;
@@ -93,7 +113,9 @@ def estimate(name: str, actions, rewards, propensities, target, q_hat=None, *, r
     required by ``dr`` and ignored otherwise.
 
     Raises:
-      ValueError: an unknown name, malformed or inconsistent arrays, a propensity outside (0, 1].
+      ValueError: an unknown name, malformed or inconsistent arrays, a propensity outside (0, 1]; ``ips`` or
+        ``snips`` where an event was logged with probability 1 and the target may play another arm on it (the
+        logging policy never played that arm: the estimate would be biased, ``dr`` is accepted).
     """
     return estimates((name,), actions, rewards, propensities, target, q_hat, resamples=resamples, level=level,
                      seed=seed)[name]
@@ -118,6 +140,7 @@ def estimates(names, actions, rewards, propensities, target, q_hat=None, *, resa
         raise ValueError(f"resamples must be an integer >= 1 and level in (0, 1), got {resamples!r}, {level!r}")
     actions, r, p, target, q_hat = _check(actions, rewards, propensities, target, q_hat if "dr" in names else None)
     n = r.size
+    _refuse_unsupported(names, actions, p, target)
     w = target[np.arange(n), actions] / p
     direct = q_logged = None
     if "dr" in names:
