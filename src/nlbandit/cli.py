@@ -214,7 +214,7 @@ def _list(what: str | None) -> None:
 def _data(action: str, name: str | None) -> int:
     """``nlbandit data list|path|fetch NAME|info NAME`` (:mod:`nlbandit.data.sources`; ``obd``, the logged Open
     Bandit Dataset sample, :mod:`nlbandit.data.obd`)."""
-    from nlbandit.data import obd
+    from nlbandit.data import obd, published
     from nlbandit.data.cache import DataError, cache_dir
     from nlbandit.data.sources import SOURCES, load, source
 
@@ -239,6 +239,7 @@ def _data(action: str, name: str | None) -> int:
         elif name == "obd":
             print(obd.describe(obd.load()))
         else:
+            published.check(name, f"data info {name}")
             print(load(name).describe())
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -12,6 +12,7 @@ from typing import Any
 
 from nlbandit.core.hyper import lookup, resolve_named
 from nlbandit.core.types import Env, Stream
+from nlbandit.data import published
 from nlbandit.discovery import declaring_modules
 from nlbandit.envs.entry import EnvEntry
 from nlbandit.precision import require_x64
@@ -36,9 +37,13 @@ def env_entry(name: Any, where: str = "env") -> EnvEntry:
 
 def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults and derived
-    fields filled (its entry's ``finalize``)."""
+    fields filled (its entry's ``finalize``). A data set the user supplies the files of is checked first against
+    its publisher's shape (:mod:`nlbandit.data.published`)."""
     entry = env_entry(config.get("name"), where)
-    return {"name": entry.name, **entry.finalize(resolve_named(entry, config, where), where)}
+    values = resolve_named(entry, config, where)
+    if isinstance(values.get("dataset"), str):  # user files checked against their publisher's shape first
+        published.check(values["dataset"], where)
+    return {"name": entry.name, **entry.finalize(values, where)}
 
 
 def instance_floats(config: dict[str, Any]) -> int:
