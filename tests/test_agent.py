@@ -427,8 +427,10 @@ def test_bad_input_is_refused_with_the_field_named():
         Agent("lin-ucb", d=D, k=K, horizon=T, bogus=1)
     with pytest.raises(ConfigError, match="unknown argument 'horizn'; the Agent's own are horizon"):
         Agent("lin-ucb", d=D, k=K, horizn=T)
-    with pytest.raises(ConfigError):
-        Agent("no-such-policy", d=D, k=K, horizon=T)
+    for name in ("no-such-policy", ["lin-ucb"]):  # (the argument is 'policy', not an experiment file's 'name')
+        with pytest.raises(ConfigError, match=r"Agent policy .*: field 'policy' must be one of ada-ofu-ecolog, .*"
+                                              r"\(or <policy>@anytime\), got"):
+            Agent(name, d=D, k=K, horizon=T)
 
 
 def test_fewer_arms_and_unserialisable_meta_get_a_hint(tmp_path):

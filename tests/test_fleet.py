@@ -76,7 +76,7 @@ def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp
     ("ok", {**UCB, "d": True}, "field 'd' must be an integer"),
     ("ok", {**UCB, "hyperparameters": [1]}, "field 'hyperparameters' must be an object"),
     ("ok", {**UCB, "d": 0}, "field 'd' must be an integer >= 1, got 0"),  # refused by the agent's own checks
-    ("ok", {**UCB, "policy": "no-such-policy"}, "field 'name' must be one of"),
+    ("ok", {**UCB, "policy": "no-such-policy"}, "field 'policy' must be one of"),
     ("ok", {**UCB, "hyperparameters": {"alpha": -1.0}}, "field 'alpha' must be a number >= 0, got -1.0"),
     ("ok", {**UCB, "hyperparameters": {"d": 5}}, "must not hold ['d']"),
     ("ok", {**UCB, "hyperparameters": {"alpha": [1, 2]}}, "field 'alpha' must be a number >= 0, got [1, 2]"),

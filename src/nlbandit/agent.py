@@ -258,7 +258,7 @@ class Agent:
         _check_fields("Agent", d=d, k=k, horizon=INITIAL_HORIZON if horizon is None else horizon, seed=seed,
                       estimate_draws=estimate_draws, numpy_round=numpy_round, first_event_id=first_event_id)
         spec = ProblemSpec(int(d), int(k), INITIAL_HORIZON if horizon is None else int(horizon))
-        known = {h.name for h in policy_entry(policy, f"Agent policy '{policy}'").hypers}
+        known = {h.name for h in policy_entry(policy, f"Agent policy '{policy}'", field="policy").hypers}
         unknown = sorted(set(hyperparameters) - known)
         if unknown:
             raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are horizon, seed, "

@@ -32,11 +32,15 @@ FAMILIES = declaring_modules("nlbandit.policies", "ENTRIES", skip=__name__)
 POLICIES: dict[str, PolicyEntry] = {e.name: e for family in FAMILIES for e in family.ENTRIES}
 
 
-def policy_entry(name: Any, where: str = "policy") -> PolicyEntry:
+def policy_entry(name: Any, where: str = "policy", field: str = "name") -> PolicyEntry:
     """The registry entry for ``name`` (``<policy>@anytime`` wraps any registered policy);
-    :class:`ConfigError` listing the known names otherwise."""
+    :class:`ConfigError` naming ``field`` (the argument the name came in: an experiment file's ``name``, the
+    agent's and the service's ``policy``) and listing the known names otherwise."""
     if isinstance(name, str) and name.endswith(SUFFIX) and name[: -len(SUFFIX)] in POLICIES:
         return anytime_entry(POLICIES[name[: -len(SUFFIX)]])
+    if field != "name" and (not isinstance(name, str) or name not in POLICIES):
+        raise ConfigError(f"{where}: field '{field}' must be one of {', '.join(sorted(POLICIES))} (or "
+                          f"<policy>{SUFFIX}), got {name!r}")
     return lookup(POLICIES, name, where)
 
 
