@@ -46,3 +46,14 @@ def test_save_load_round_trip_and_bad_arm_sequences(tmp_path):
     (tmp_path / "x.npz").write_text("no")
     with pytest.raises(ValueError, match="not a saved instance"):
         Instance.load(tmp_path / "x.npz")
+
+
+def test_numpy_integers_are_sizes_and_seeds_and_booleans_are_not():
+    """A seed or horizon taken from a NumPy array (np.int64) exports the instance a Python int does, saved with a
+    Python int seed; a boolean is refused."""
+    env = nb.make_env("linear", d=3, k=5)
+    plain, numpy = export_instance(env, 3, 20), export_instance(env, np.int64(3), np.int32(20))
+    assert all(np.array_equal(a, b) for a, b in zip(plain[:4], numpy[:4])) and type(numpy.seed) is int
+    for seed, horizon, field in ((True, 20, "seed"), (3, np.bool_(True), "horizon"), (3.0, 20, "seed")):
+        with pytest.raises(ValueError, match=f"{field} must be an integer"):
+            export_instance(env, seed, horizon)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -91,14 +92,20 @@ class Instance(NamedTuple):
                    header["seed"])
 
 
+def _integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python's or NumPy's), not a boolean."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def export_instance(env: Env, seed: int, horizon: int, config: dict[str, Any] | None = None,
                     chunk: int = 1000) -> Instance:
     """The instance of ``env`` for ``seed`` over ``horizon`` rounds (module docstring), tabulated ``chunk``
     rounds at a time; ``config`` (the environment's configuration, if known) is recorded with it."""
-    if not isinstance(horizon, int) or horizon < 1:
+    if not _integer(horizon) or horizon < 1:
         raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
-    if not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1:
+    if not _integer(seed) or not 0 <= seed <= 2**32 - 1:
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
+    seed, horizon = int(seed), int(horizon)
     keys = seed_keys(jnp.uint32(seed))
     state = jax.jit(env.reset)(keys.env_reset)
     parts = [jax.device_get(_tabulate(env, state, keys, jnp.arange(s + 1, min(s + chunk, horizon) + 1)))
