@@ -589,3 +589,17 @@ def test_a_run_whose_training_diverges_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: policy 'neural-greedy', seed " in err and "its state became non-finite" in err
     assert "Traceback" not in err
+
+
+def test_numpy_scalars_are_the_values_they_hold_and_numpy_booleans_are_still_refused():
+    """Values taken from NumPy arrays (np.int64 sizes, np.float32 scales) build the environment, policy and agent that
+    the Python values build (they were refused as 'must be an integer' / 'a number'); np.bool_ is refused as True is."""
+    env = nb.make_env("linear", d=np.int64(4), k=np.int32(6), noise_std=np.float32(0.5))
+    assert env is nb.make_env("linear", d=4, k=6, noise_std=0.5)  # (the same cached environment)
+    _, params = nb.make_policy("lin-es", env, horizon=np.int64(30), m=np.int64(5), sigma_r=np.array(0.25))
+    _, expected = nb.make_policy("lin-es", env, horizon=30, m=5, sigma_r=0.25)
+    assert params == expected
+    agent = nb.Agent("lin-es", d=4, k=6, m=np.int64(5), sigma_r=np.float32(0.25))
+    assert agent.config == nb.Agent("lin-es", d=4, k=6, m=5, sigma_r=0.25).config
+    with pytest.raises(ConfigError, match="field 'd' must be an integer >= 1, got True"):
+        nb.make_env("linear", d=np.bool_(True), k=6)

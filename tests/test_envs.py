@@ -147,7 +147,8 @@ def test_distance_and_quadratic_means_and_noise():
 
 def test_make_env_resolves_a_configuration_once(monkeypatch):
     """Equal arguments give the same environment without validating them again (an experiment builds one per
-    series and grid point); a bad value is refused every time, a value JSON cannot spell (a NumPy integer) too."""
+    series and grid point); a bad value is refused every time, a value JSON cannot spell (an array) too; NumPy scalars
+    are the Python values they hold."""
     from nlbandit.core.hyper import ConfigError
     from nlbandit.envs import registry
 
@@ -163,6 +164,7 @@ def test_make_env_resolves_a_configuration_once(monkeypatch):
             nb.make_env("linear", d=3, k=7, noise_std=-1.0)
     assert len(calls) == 4
     for _ in range(2):  # a value JSON cannot spell: validated (and refused) as any other
-        with pytest.raises(ConfigError, match="field 'd' must be an integer >= 1, got np.int64"):
-            nb.make_env("linear", d=np.int64(3), k=7, noise_std=0.25)
+        with pytest.raises(ConfigError, match=r"field 'd' must be an integer >= 1, got array\(\[3, 4\]\)"):
+            nb.make_env("linear", d=np.array([3, 4]), k=7, noise_std=0.25)
     assert len(calls) == 6
+    assert nb.make_env("linear", d=np.int64(3), k=7, noise_std=np.float32(0.25)) is env and len(calls) == 6

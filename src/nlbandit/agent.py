@@ -83,6 +83,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nlbandit.arguments import plain
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
@@ -264,7 +265,7 @@ class Agent:
             raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are horizon, seed, "
                               "estimate_draws, numpy_round, first_event_id, check_unread, and policy "
                               f"'{policy}' takes {', '.join(sorted(known)) or 'no hyperparameters'}")
-        config = agent_policy(policy, hyperparameters, spec, f"Agent policy '{policy}'", check_unread)
+        config = agent_policy(policy, plain(hyperparameters), spec, f"Agent policy '{policy}'", check_unread)
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
                     horizon is None, int(first_event_id))
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))

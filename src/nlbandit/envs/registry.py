@@ -10,6 +10,7 @@ import functools
 import json
 from typing import Any
 
+from nlbandit.arguments import plain
 from nlbandit.core.hyper import lookup, resolve_named
 from nlbandit.core.types import Env, Stream
 from nlbandit.data import published
@@ -58,6 +59,7 @@ def make_env(name: str, **hyperparameters: Any) -> Env:
     Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
     """
     require_x64(f"env '{name}'")
+    hyperparameters = plain(hyperparameters)
     try:
         key = json.dumps([name, hyperparameters], sort_keys=True)
     except (TypeError, ValueError):  # a value JSON cannot spell (an array, a circular list): resolved every time

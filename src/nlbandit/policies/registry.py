@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.compat import check_compatible
+from nlbandit.arguments import plain
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.memory import policy_parts, state_bytes
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
@@ -184,7 +185,7 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
     """
     require_x64(f"policy '{name}'")
-    config = resolve_policy({"name": name, **hyperparameters}, f"policy '{name}'", reads=True)
+    config = resolve_policy({"name": name, **plain(hyperparameters)}, f"policy '{name}'", reads=True)
     for field, value in (("horizon", horizon), *((("spec.horizon", spec.horizon), ("spec.d", spec.d),
                                                    ("spec.k", spec.k)) if isinstance(spec, ProblemSpec) else ())):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
