@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nlbandit.replay.estimators import estimate
+from nlbandit.replay.estimators import Unsupported, estimate
 
 K, D = 5, 4
 THETA = np.random.default_rng(0).normal(size=(K, D))
@@ -93,8 +93,8 @@ def test_a_deterministic_log_is_refused_to_ips_and_snips_and_dr_leans_on_its_mod
     rewards = (rng.random(n) < mu[np.arange(n), arms]).astype(float)
     uniform, ones = np.full((n, k), 1.0 / k), np.ones(n)
     for name in ("ips", "snips"):
-        with pytest.raises(ValueError, match=rf"{name}: 4000 of 4000 events were logged with probability 1 .*"
-                                             r"\(0\.75 on average\).*use 'dr'"):
+        with pytest.raises(Unsupported, match=rf"{name}: on 4000 of the 4000 events the logged arm had probability "
+                                              r"1 .*\(0\.75 on average\).*use 'dr'"):
             estimate(name, arms, rewards, ones, uniform)
     dr = estimate("dr", arms, rewards, ones, uniform, mu, resamples=200)
     truth = mu.mean()

@@ -198,6 +198,19 @@ def test_bad_logs_and_candidates_are_refused_naming_the_field(log, experiment_fi
     assert not (tmp_path / "r.duckdb").exists()
 
 
+def test_a_deterministic_loggers_log_is_refused_to_ips_in_one_line(tmp_path, capsys):
+    """A greedy logger logs its arm with probability 1 once its estimates untie: IPS and SNIPS cannot reweight the
+    arms it never plays, and the run is refused as bad input (one line naming the candidate, seed and log; exit 2),
+    not a traceback."""
+    path = tmp_path / "e.toml"
+    path.write_text(SIMULATED.replace('name = "uniform"', 'name = "greedy"').replace("seeds = 2", "seeds = 1")
+                    .replace(f"horizon = {ROUNDS}", "horizon = 100"))
+    assert main(["run", str(path), "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "out")]) == 2
+    assert re.search(r"^error: Lin-UCB, seed 0, on the simulated log of greedy: ips and snips: on \d+ of the \d+ "
+                     r"events the logged arm had probability 1 .* use 'dr' .*; the runs stored so far are kept$",
+                     capsys.readouterr().err.strip().splitlines()[-1])
+
+
 def test_a_simulated_log_needs_its_environment_and_a_logger_that_records_what_it_reads(experiment_file):
     with pytest.raises(ConfigError, match=r"env: unknown field 'environments'; allowed fields: .*environment, .*lo"):
         load_experiment(experiment_file(SIMULATED.replace("environment = {", "environments = {")))

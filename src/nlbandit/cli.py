@@ -352,14 +352,17 @@ def _compile_as_stored(runs: list[dict], experiments: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
-    that does not hold; 2 on bad input, a run whose training diverged or a results database that fails (damaged,
-    a full disk), with one line ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
+    that does not hold; 2 on bad input (found before or while the runs compute), a run whose training diverged or a
+    results database that fails (damaged, a full disk), with one line ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
     try:
         return _command(argv)
     except KeyboardInterrupt:
         print("\ninterrupted: the runs stored so far are kept, and running the command again resumes each unfinished "
               "batch from its last checkpoint", file=sys.stderr)
         return 130
+    except ConfigError as e:  # bad input found only as the runs compute (a log that cannot support an estimator)
+        print(f"error: {' '.join(str(e).split())}; the runs stored so far are kept", file=sys.stderr)
+        return 2
     except ValueError as e:  # a run whose training diverged, or a tuning whose every point did: the configuration's
         from nlbandit.experiments.tuning import DIVERGED  # fault, said in one line as bad input is
 

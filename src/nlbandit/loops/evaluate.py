@@ -63,7 +63,7 @@ from nlbandit.loops.base import Computed, Loop
 from nlbandit.loops.files import NamesPaths
 from nlbandit.policies.registry import (POLICIES, build_policy, check_policy_env, policy_entry, policy_memory,
                                         split_policy_config)
-from nlbandit.replay.estimators import ESTIMATORS, estimates
+from nlbandit.replay.estimators import ESTIMATORS, Unsupported, estimates
 from nlbandit.service.app import RequestError, agent_config
 from nlbandit.service.evaluate import (agent_folder, estimable_events, log_digest, read_log, replay_log)
 from nlbandit.service.fleet import DEFAULT, Fleet
@@ -349,8 +349,13 @@ def _estimates(run: Any, log: _Log, seed: int, points: np.ndarray) -> dict[str, 
         raise ConfigError(f"the log of {log.folder} holds {len(found.events)} rewarded decisions with a logged "
                           f"probability ({found.skipped} without one), fewer than the horizon {run.horizon}")
     curves: dict[str, np.ndarray] = {}
-    at = [estimates(ESTIMATORS, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
-                    found.q_hat[:n], resamples=run.env["resamples"], level=run.env["level"]) for n in points]
+    try:
+        at = [estimates(ESTIMATORS, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
+                        found.q_hat[:n], resamples=run.env["resamples"], level=run.env["level"]) for n in points]
+    except Unsupported as e:  # (a logging policy that plays some arm with probability 1: the file's choice)
+        where = f"the simulated log of {run.env['logger']['name']}" if log.means is not None else \
+            f"the log of {log.folder}"
+        raise ConfigError(f"{run.label}, seed {seed}, on {where}: {e}") from None
     for name in ESTIMATORS:
         for part, field in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
             curves[name + part] = np.array([getattr(e[name], field) for e in at])

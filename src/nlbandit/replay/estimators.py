@@ -25,6 +25,12 @@ from typing import NamedTuple
 import numpy as np
 
 ESTIMATORS = ("ips", "snips", "dr")
+"""The estimators' names, in the order reports list them."""
+
+
+class Unsupported(ValueError):
+    """An estimator asked for on a log that cannot support it (:func:`estimates`: IPS or SNIPS where the logging
+    policy never played an arm the target may play)."""
 
 
 class Estimate(NamedTuple):
@@ -77,10 +83,10 @@ def _refuse_unsupported(names: tuple[str, ...], actions: np.ndarray, p: np.ndarr
     unseen = (p == 1.0) & (target[np.arange(actions.size), actions] < 1.0 - 1e-12)
     if weighting and unseen.any():
         mass = 1.0 - target[np.arange(actions.size), actions][unseen]
-        raise ValueError(
-            f"{' and '.join(weighting)}: {int(unseen.sum())} of {actions.size} events were logged with probability 1 "
-            f"(a deterministic logging policy: the other arms had probability 0) while the target gives the other "
-            f"arms probability there ({mass.mean():.3g} on average); importance weighting cannot reach arms the "
+        raise Unsupported(
+            f"{' and '.join(weighting)}: on {int(unseen.sum())} of the {actions.size} events the logged arm had "
+            f"probability 1 (a deterministic logging policy: the other arms had probability 0) and the target gives "
+            f"the other arms probability ({mass.mean():.3g} on average); importance weighting cannot reach arms the "
             "logging policy never plays, so the estimate would be biased: use 'dr' (its reward model stands in for "
             "them) or a log of a randomised policy (ε-greedy, Thompson sampling)")
 
