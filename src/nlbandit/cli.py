@@ -353,7 +353,8 @@ def _compile_as_stored(runs: list[dict], experiments: list[str] | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
     that does not hold; 2 on bad input (found before or while the runs compute), a run whose training diverged or a
-    results database that fails (damaged, a full disk), with one line ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
+    results database that fails (damaged, a full disk), with one line ``error: ...`` on stderr; 3 when the database
+    is busy; 130 when interrupted)."""
     try:
         return _command(argv)
     except KeyboardInterrupt:
