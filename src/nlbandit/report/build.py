@@ -22,8 +22,8 @@ from scipy import stats
 from nlbandit import __version__, machine
 from nlbandit.atomic import write_bytes, write_files
 from nlbandit.core.phases import PhaseRows
-from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, evaluate_claim, grid_values, reads_times,
-                                         run_selector, traced_text)
+from nlbandit.experiments.claims import (TIME_FUNCTIONS, ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
+                                         reads_times, run_selector, traced_text)
 from nlbandit.experiments.power import verdict_rates
 from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.experiments.tuning import TuningResult
@@ -33,23 +33,25 @@ from nlbandit.plugins import Diagnostic, Panel, claim_functions, of_kind
 from nlbandit.report.runlist import run_list, run_list_path, stored_digests
 from nlbandit.store import Store, StoredRun
 
-Z95 = 1.959963984540054
+DEFAULT_CI = 0.95
+"""The level of a report's intervals where its file sets no ``ci``."""
 
 
 def half_width(values: np.ndarray, level: float | None, axis: int = 0) -> np.ndarray:
     """Half-width of the confidence interval of the mean of ``values`` over ``axis``: Student t with n − 1
-    degrees of freedom at ``level``, or the 95% normal interval when ``level`` is None (reports before the
-    ``ci`` field); 0 for a single value."""
+    degrees of freedom at ``level`` (None: :data:`DEFAULT_CI`), as the claims' intervals are; 0 for a single value.
+    (Reports rendered before 2026-11-29 from a file without ``ci`` show the normal interval, 1.96 standard errors,
+    under '95% CI': with 2 seeds about a sixth of the t interval's width.)"""
     n = values.shape[axis]
     if n < 2:
         return np.zeros_like(np.mean(values, axis=axis))
-    q = Z95 if level is None else float(stats.t.ppf(0.5 + level / 2, n - 1))
+    q = float(stats.t.ppf(0.5 + (DEFAULT_CI if level is None else level) / 2, n - 1))
     return q * np.std(values, axis=axis, ddof=1) / np.sqrt(n)
 
 
 def ci_name(level: float | None) -> str:
-    """``95% CI`` (normal) or e.g. ``96% CI (t)``."""
-    return "95% CI" if level is None else f"{100 * level:g}% CI (t)"
+    """The intervals' name in tables and plots, e.g. ``95% CI (t)``."""
+    return f"{100 * (DEFAULT_CI if level is None else level):g}% CI (t)"
 
 
 @dataclass
@@ -201,27 +203,63 @@ _SQUASHED = 2.0
 runs off the top of its panel (:func:`_fit_to_policies`)."""
 
 
-def _fit_to_policies(ax, drawn: list[tuple[Any, Any, float, float]], note: bool) -> None:
+def _fit_to_policies(ax, drawn: list[tuple[Any, Any, float, float]], note: bool) -> str:
     """Scale a regret panel's y-axis to its policies' series, letting uniform play (:data:`REFERENCE_POLICY`) run
     off the top where it would stretch the axis to over :data:`_SQUASHED` times their highest point (Sun Fig. 1a, full
     scale: uniform's 4,774 against the others' at most 1,514, their differences a sliver at the bottom); its legend
     entry, or with ``note`` a line in the panel (a shared legend), gives its final mean. ``drawn``: (row, line,
-    lowest and highest point of its band)."""
+    lowest and highest point of its band). Returns that line's text ('' when uniform fits), for :func:`_panel_note`
+    should the panel's legend move out later."""
     refs = [line for row, line, _, _ in drawn if row.run.policy["name"] == REFERENCE_POLICY]
     others = [(low, top) for row, _, low, top in drawn
               if row.run.policy["name"] != REFERENCE_POLICY and np.isfinite(low) and np.isfinite(top)]
     if not refs or not others or max(top for _, top in others) <= 0:
-        return
+        return ""
     low, top = min(low for low, _ in others), max(top for _, top in others)
     finals = [(line, float(line.get_ydata()[-1])) for line in refs]
     if max(final for _, final in finals) <= _SQUASHED * top:
-        return
+        return ""
     ax.set_ylim(low - 0.05 * (top - low), top + 0.05 * (top - low))  # matplotlib's own margins, without uniform
     for line, final in finals:
         line.set_label(f"{line.get_label()} (above the axis: final {final:.0f})")
+    text = "; ".join(line.get_label() for line, _ in finals)
     if note:
-        ax.text(0.99, 0.98, "; ".join(line.get_label() for line, _ in finals), transform=ax.transAxes,
-                ha="right", va="top", fontsize=7)
+        _panel_note(ax, text)
+    return text
+
+
+def _panel_note(ax, text: str) -> None:
+    """``text`` in a line of its own at the top right of panel ``ax`` (uniform play's final, off the axis)."""
+    ax.text(0.99, 0.98, text, transform=ax.transAxes, ha="right", va="top", fontsize=7)
+
+
+_STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("", "o", "s", "^", "v", "D", "x", "+")
+
+
+def _series_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each label's look in a regret panel (``plot`` keywords): ten colours, then another line style for each further
+    ten, then past forty (Bae & Lee's Table 2 sweeps 54) a marker too, so that no two series look alike (colour and
+    style alone repeated after forty: 'NeuralLog-TS-1 kappa=100' was drawn as 'NCBF-UCB m=20')."""
+    looks = {}
+    for i, label in enumerate(labels):
+        look = {"color": f"C{i % 10}", "ls": _STYLES[i // 10 % 4]}
+        marker = _MARKERS[i // 40 % len(_MARKERS)]
+        if marker:
+            look.update(marker=marker, markevery=0.1, ms=4)
+        looks[label] = look
+    return looks
+
+
+def _legend_covers(ax, renderer) -> bool:
+    """Whether the legend inside panel ``ax`` crosses one of its curves (a curve's part off the axis, uniform play's,
+    cannot: the legend lies inside the axes)."""
+    legend = ax.get_legend()
+    if legend is None:
+        return False
+    box = legend.get_window_extent(renderer)
+    return any(line.get_path().transformed(line.get_transform()).intersects_bbox(box, filled=False)
+               for line in ax.get_lines() if line.get_visible())
 
 
 def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
@@ -242,20 +280,20 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     for ax in grid.flat[panels:]:
         ax.set_visible(False)
     axes = [list(grid.flat)]
-    colors = {label: f"C{i % 10}" for i, label in enumerate(exp.labels)}  # past ten series, another line style
-    styles = {label: ("-", "--", ":", "-.")[i // 10 % 4] for i, label in enumerate(exp.labels)}
+    looks = _series_styles(exp.labels)  # past ten series another line style, past forty a marker
+    notes = []
     for ax, case in zip(axes[0], cases):
         drawn = []
         for row in (r for r in rows if r.run.case == case):
             cum = row.stored.cum_regret
             mean = cum.mean(axis=0)
             half = half_width(cum, exp.ci)
-            line, = ax.plot(row.stored.rounds, mean, color=colors[row.run.label], ls=styles[row.run.label],
-                            label=row.run.label, gid=row.run.label, lw=1.6)
-            ax.fill_between(row.stored.rounds, mean - half, mean + half, color=colors[row.run.label], alpha=0.2, lw=0)
+            look = looks[row.run.label]
+            line, = ax.plot(row.stored.rounds, mean, **look, label=row.run.label, gid=row.run.label, lw=1.6)
+            ax.fill_between(row.stored.rounds, mean - half, mean + half, color=look["color"], alpha=0.2, lw=0)
             drawn.append((row, line, float(np.min(mean - half, initial=np.inf)),
                           float(np.max(mean + half, initial=-np.inf))))
-        _fit_to_policies(ax, drawn, note=many)
+        notes.append(_fit_to_policies(ax, drawn, note=many))
         ax.set_xlabel("round t")
         ax.set_ylabel(_regret_name(exp))
         title = ", ".join(f"{k}={v}" for k, v in case) if case else exp.title or exp.name
@@ -268,6 +306,15 @@ def plot_regret(exp: Experiment, rows: list[Row], path: Path) -> None:
     bands = f"; bands: {ci_name(exp.ci)} of the mean" if cases else ""
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds{bands})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.4 * rows_n)))  # room for the title above the top row
+    if not many and cases:  # a legend inside a panel that covers a curve (Zhao Fig. 2, Sun Fig. 1b) moves below
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        if any(_legend_covers(ax, renderer) for ax in axes[0][:len(cases)]):
+            many = True
+            for ax, text in zip(axes[0], notes):
+                ax.get_legend().remove()
+                if text:
+                    _panel_note(ax, text)
     if many and cases:  # the series of every regret panel, each once, in columns below the panels (the PNG's box grows)
         handles = {handle.get_gid(): handle for ax in axes[0][:len(cases)]  # (gid: the label before any note)
                    for handle in ax.get_legend_handles_labels()[0]}
@@ -302,13 +349,16 @@ def plot_phases(exp: Experiment, timed: list[Row], path: Path) -> None:
         lines.plot(t, 1e6 * upd.mean(axis=0), color=f"C{i % 10}", ls="-", marker=".", lw=1.4, label=name)
     lines.set_yscale("log")
     lines.set_xlabel("round t")
-    lines.set_ylabel("µs per seed-round (solid: update, dotted: select)"
-                     + (f", mean of {exp.phase_processes} processes" if exp.phase_processes > 1 else ""))
+    lines.set_ylabel("µs per seed-round\n(solid: update, dotted: select"  # two lines: one ran into the title
+                     + (f"; mean of {exp.phase_processes} processes)" if exp.phase_processes > 1 else ")"))
     lines.grid(alpha=0.3)
     lines.legend(fontsize=8)
     fig.suptitle(f"{exp.paper}/{exp.name} ({exp.scale} scale, {exp.n_seeds} seeds vectorised): select and update "
                  "timed apart", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))  # room for the title
+    fig.canvas.draw()
+    if _legend_covers(lines, fig.canvas.get_renderer()):  # (Sun Fig. 1f: over three runs' update times) beside it
+        lines.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     _save_png(fig, path)
 
 
@@ -360,6 +410,31 @@ def _phase_lines(exp: Experiment, rows: list[Row], png: Path) -> list[str]:
 def _regret_name(exp: Experiment) -> str:
     """The y-axis label of the loop's regret (:meth:`~nlbandit.loops.base.Loop.regret_name`)."""
     return LOOPS[exp.loop].regret_name(exp.runs)
+
+
+def _paired_key(exp: Experiment) -> str:
+    """What ``paired(a, b)`` (and ``regret(label)``) read, for the claims' key: the per-seed difference of regrets, or
+    where the loop's first quantity is no regret (Table 2's clicks, an off-policy estimate) of that quantity."""
+    name = _regret_name(exp)
+    if "regret" in name:
+        return "`paired(a, b)` is the per-seed difference regret(a) − regret(b)"
+    return (f"`regret(label)` and `paired(a, b)` read the {name} (not a regret): `paired(a, b)` is the per-seed "
+            "difference of it, a − b,")
+
+
+TIME_UNIT = "µs per seed-round"
+"""The unit of every claim function that reads a measured time (:data:`~nlbandit.experiments.claims.TIME_FUNCTIONS`)."""
+
+
+def _measured_text(text: str, value: float) -> str:
+    """One traced call as the claims table prints it (:func:`~nlbandit.experiments.claims.traced_text`), a measured
+    time with its unit: ``runtime('A') = 15.91 µs per seed-round``, ``phase_diff('A', 'B') = -7.03 [-7.62, -6.45] µs
+    per seed-round: the 95% CI over …``."""
+    shown = traced_text(text, value)
+    if not any(shown.startswith(f"{name}(") for name in TIME_FUNCTIONS):
+        return shown
+    head, sep, tail = shown.partition(": the 95% CI")
+    return f"{head} {TIME_UNIT}{sep}{tail}"
 
 
 def _hyper_text(config: dict[str, Any]) -> str:
@@ -509,7 +584,7 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
         *(["", f"Not tuned at this scale (`[scales.{exp.scale}] tune = false`): every series runs at its own "
            "hyperparameters, not at a tuned point."] if exp.untuned else []),
         "",
-        f"![cumulative regret]({png.name})",
+        f"![{_regret_name(exp)}]({png.name})",
         "",
         f"## Final {_regret_name(exp)} at T = {exp.horizon}",
         "",
@@ -538,8 +613,8 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
         lines += ["", "## Claims", "",
                   "Kinds: *paper* (the paper's or its spec's statement, on the margin it justifies), *regression* (a "
                   "threshold the paper does not justify, kept as a check on the implementation), *sanity* (true by "
-                  "construction). `paired(a, b)` is the per-seed difference regret(a) − regret(b) on common random "
-                  "numbers, with its 95% CI; a comparison the CI straddles is INCONCLUSIVE." + (
+                  "construction). " + _paired_key(exp) + " on common random numbers, with its 95% CI; a comparison "
+                  "the CI straddles is INCONCLUSIVE." + (
                       f" *Repeats*: the share of {resamples} draws of {exp.n_seeds} seeds, drawn with replacement "
                       "from this report's own (one draw for all runs, so pairs stay paired), in which the claim reads "
                       "as it does here (holds, fails or stays INCONCLUSIVE): an estimate of how often fresh seeds "
@@ -551,7 +626,7 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
                   "| claim | kind | check | measured | result |" + (" repeats |" if resamples else ""),
                   "|---|---|---|---|---|" + ("---:|" if resamples else "")]
         for c in claims:
-            values = "; ".join(f"`{_cell(traced_text(t, v))}`" for t, v in c.values) or _cell(c.missing)
+            values = "; ".join(f"`{_cell(_measured_text(t, v))}`" for t, v in c.values) or _cell(c.missing)
             repeats = ("" if not resamples else f" {c.repeats:.2f} |" if c.repeats is not None else
                        " — (times) |" if reads_times(c.check) and not c.missing else " — |")
             lines.append(f"| **{c.name}**: {_cell(c.text)} | {c.kind} | `{_cell(c.check)}` | {values} | "
