@@ -1,10 +1,9 @@
-"""The report's intervals of the mean: 95% normal by default, Student t at a file's ``ci`` level."""
+"""The report's intervals of the mean: Student t, at 95% by default or at a file's ``ci`` level."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.plan import load_experiment
@@ -24,13 +23,17 @@ name = "uniform"
 """
 
 
-def test_half_width_is_student_t_at_the_level_or_the_normal_95():
+def test_half_width_is_student_t_at_the_level_or_at_95_percent():
+    """Student t with n − 1 degrees of freedom, as the claims' intervals: with 2 seeds t_{0.975, 1} = 12.706, where the
+    normal 1.96 (the default before 2026-11-29) gave about a sixth of that width."""
     values = np.random.default_rng(0).normal(5, 2, (10, 3))
     sd = values.std(axis=0, ddof=1) / np.sqrt(10)
     np.testing.assert_allclose(half_width(values, 0.96), 2.398 * sd, rtol=1e-3)  # t_{0.98, 9} of spec 001 §3.5
-    np.testing.assert_allclose(half_width(values, None), stats.norm.ppf(0.975) * sd, rtol=1e-12)
+    np.testing.assert_allclose(half_width(values, None), 2.262 * sd, rtol=1e-3)  # t_{0.975, 9}
+    two = values[:2]
+    np.testing.assert_allclose(half_width(two, None), 12.706 * two.std(axis=0, ddof=1) / np.sqrt(2), rtol=1e-4)
     assert np.all(half_width(values[:1], 0.96) == 0)
-    assert ci_name(None) == "95% CI" and ci_name(0.96) == "96% CI (t)"
+    assert ci_name(None) == "95% CI (t)" and ci_name(0.96) == "96% CI (t)"
 
 
 def test_the_ci_field_is_a_level_in_the_open_unit_interval(tmp_path):

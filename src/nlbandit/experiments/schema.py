@@ -42,7 +42,7 @@ _TOP = (
     Hyper("checkpoints", None, "rounds read by the 'regret-vs-d' panel (omitted: the horizon)", kind=list,
           optional=True),
     Hyper("ci", None, "level of the report's intervals of the mean, Student t with S − 1 degrees of freedom "
-          "(omitted: 95% normal intervals)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
+          "(omitted: 0.95)", low=0.0, high=1.0, low_open=True, high_open=True, optional=True),
     Hyper("loop", DEFAULT_LOOP, "bandit simulation, or online regression (Zhao et al. 2023): a loop of "
           "nlbandit.loops.LOOPS", kind=str),
     Hyper("phase_rows", MIN_BATCH, "the fewest rows of a timed call of a run timed apart (select_time, "

@@ -168,7 +168,7 @@ class Experiment:
     checkpoints: tuple[int, ...] = ()
     full_seeds: int = 0  # the file's full-scale repetition count, which a report run below it states
     diagnostics: tuple[str, ...] = ()
-    ci: float | None = None  # the report's interval level (Student t); None: 95% normal intervals
+    ci: float | None = None  # the report's interval level (Student t); None: 95%
     phase_rows: PhaseRows = PhaseRows()  # the fewest rows of a timed call per phase (nlbandit.core.phases)
     phase_processes: int = 1  # the processes a session of runs timed apart is timed in (runner.time_sessions)
     tuning: list[Tuning] = field(default_factory=list)  # a tuned series' run in ``runs`` stands in for the chosen
