@@ -170,3 +170,20 @@ def test_claims_on_measured_times_state_their_unit(monkeypatch, tmp_path, traced
     """Sun Figs. 1b, 1f and 5: a measured time is printed with its unit, µs per seed-round."""
     claims = [ClaimResult("c", "text", f"{traced.split(' = ')[0]} > 0", "pass", True, [(traced, 15.91)])]
     assert shown in _replay_report(monkeypatch, tmp_path, claims, loop="bandit")
+
+
+def test_the_anytime_panels_nearly_equal_curves_each_stay_visible():
+    """l(T₀, b) barely depends on T₀ (3.4253, 3.4172, 3.4150 at b = 2 for T₀ = 100, 300, 1000), so in Sun Fig. 3's
+    panel the three curves and their dots lay exactly on one another, one visible: each now has its own dash, width
+    and marker."""
+    import matplotlib.pyplot as plt
+
+    from nlbandit.policies.anytime_report import draw_anytime_constant
+
+    runs = [SimpleNamespace(policy={"name": "lin-ucb@anytime", "t0": t0, "b": 2.0}) for t0 in (100, 300, 1000)]
+    fig, ax = plt.subplots()
+    draw_anytime_constant(ax, SimpleNamespace(runs=runs), [], None)
+    curves, dots = ax.get_lines()[0:6:2], ax.get_lines()[1:6:2]
+    assert len({(c.get_linestyle(), c.get_linewidth()) for c in curves}) == 3
+    assert len({(d.get_marker(), d.get_markersize(), d.get_fillstyle()) for d in dots}) == 3
+    plt.close(fig)

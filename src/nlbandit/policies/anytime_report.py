@@ -13,16 +13,22 @@ from nlbandit.plugins import Panel
 from nlbandit.theory import anytime_constant, optimal_base
 
 
+_DASHES = ("-", "--", ":", "-.")
+_MARKS = ("o", "s", "^", "D")
+
+
 def draw_anytime_constant(ax: Any, exp: Any, rows: list[Any], panel: None) -> None:
     """l(T₀, b) (γ = 1/2, δ = 3/2) against b for the T₀ of the experiment's ``@anytime`` runs, with the
     (T₀, b) pairs that were run marked."""
     pairs = sorted({(r.policy["t0"], r.policy["b"]) for r in exp.runs if r.policy["name"].endswith(SUFFIX)})
     t0s = sorted({t0 for t0, _ in pairs}) or [100]
-    for i, t0 in enumerate(t0s):
-        bs = np.linspace(max(1.05, 1.0 + 1.01 / t0), 6.0, 300)
-        ax.plot(bs, [anytime_constant(t0, b) for b in bs], color=f"C{i}", lw=1.6, label=f"T₀ = {t0}")
+    for i, t0 in enumerate(t0s):  # (l barely depends on T₀: the curves nearly coincide, so each has its own dash
+        bs = np.linspace(max(1.05, 1.0 + 1.01 / t0), 6.0, 300)  # and the later ones are drawn thinner, on top)
+        ax.plot(bs, [anytime_constant(t0, b) for b in bs], color=f"C{i}", ls=_DASHES[i % len(_DASHES)],
+                lw=max(0.8, 2.4 - 0.6 * i), label=f"T₀ = {t0}")
         used = [b for t, b in pairs if t == t0]
-        ax.plot(used, [anytime_constant(t0, b) for b in used], "o", color=f"C{i}", ms=5)
+        ax.plot(used, [anytime_constant(t0, b) for b in used], _MARKS[i % len(_MARKS)], color=f"C{i}",
+                ms=max(3.0, 7.0 - 1.5 * i), fillstyle="none" if i else "full")
     ax.axvline(optimal_base(), color="0.5", ls=":", lw=1, label=f"b* = {optimal_base():.3f}")
     low = min(anytime_constant(t0, optimal_base()) for t0 in t0s)
     ax.set_ylim(0.95 * low, 1.6 * low)  # the curve's shape near b*, not its blow-up as b → 1
