@@ -164,8 +164,9 @@ def test_sizes_beyond_memory_or_range_are_refused_at_load(tmp_path):
     for old, new, expected in [
         ("horizon = 100", "horizon = 1e12", "field 'horizon' = 1000000000000 is more than 2147483647"),
         ("horizon = 100", "horizon = 1e30", "field 'horizon' = 1000000000000000019884624838656 is more than"),
-        ("k = 4", "k = 5000000000", "field 'k' = 5000000000 is more than 2147483647 (arm indices are int32)"),
-        ("d = 3", "d = 1e23", "environment arrays 5.96e+15 GiB"),
+        ("k = 4", "k = 5000000000", "field 'k' = 5000000000 is more than 2147483647 in magnitude (the engine's sizes"),
+        ("d = 3", "d = 1e23", "field 'd' = 99999999999999991611392 is more than 2147483647"),
+        ("d = 3", "d = 2e9", "environment arrays 119 GiB"),
         ("d = 3", "d = 100000000000000000000000", "field 'env.d' is an integer outside TOML's 64-bit range"),
         ("horizon = 100\nseeds = 2", "horizon = 2000000000\nseeds = 1000000000", "chosen arms S×T 4.47e+10 GiB"),
         ("seeds = 2", "seeds = 1e10", "field 'seeds' = 10000000000 is more than 4294967296"),
@@ -470,7 +471,7 @@ def _cli_cases():
         ("horizon-1e30", edit("horizon = 100", "horizon = 1e30"), "is more than 2147483647 (the engine's int32"),
         ("horizon-and-seeds-memory", edit("horizon = 100\nseeds = 2", "horizon = 2000000000\nseeds = 1000000000"),
          "needs about 4.47e+10 GiB of memory (chosen arms S×T 4.47e+10 GiB"),
-        ("d-1e23", edit("d = 3", "d = 1e23"), "environment arrays 5.96e+15 GiB"),
+        ("d-1e23", edit("d = 3", "d = 1e23"), "field 'd' = 99999999999999991611392 is more than 2147483647"),
         ("d-beyond-int64", edit("d = 3", "d = 100000000000000000000000"), "field 'env.d' is an integer outside TOML"),
         ("k-beyond-int32", edit("k = 4", "k = 5000000000"), "field 'k' = 5000000000 is more than 2147483647"),
         ("theta-norm-overflow", edit("k = 4", "k = 4\ntheta_norm = 1e308"), "'theta_norm' makes rewards too large"),
@@ -603,3 +604,17 @@ def test_numpy_scalars_are_the_values_they_hold_and_numpy_booleans_are_still_ref
     assert agent.config == nb.Agent("lin-es", d=4, k=6, m=5, sigma_r=0.25).config
     with pytest.raises(ConfigError, match="field 'd' must be an integer >= 1, got True"):
         nb.make_env("linear", d=np.bool_(True), k=6)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: nb.Agent("lin-ucb", d=3_037_000_500, k=4), "Agent: field 'd' = 3037000500 is more than 2147483647"),
+    (lambda: nb.Agent("lin-phe", d=3, k=4, horizon=4 * 10**18), "Agent: field 'horizon' = 4000000000000000000 is more"),
+    (lambda: nb.Agent("glm-es", d=3, k=4, m=4 * 10**18), "Agent policy 'glm-es': field 'm' = 4000000000000000000 is"),
+    (lambda: nb.make_policy("lin-ucb", nb.ProblemSpec(3_037_000_500, 4, 100)), "field 'spec.d' = 3037000500 is more"),
+    (lambda: nb.make_env("linear", d=3_037_000_500, k=4), "env 'linear': field 'd' = 3037000500 is more than"),
+])
+def test_sizes_beyond_int32_are_refused_before_xla_traces_them(build, message):
+    """A d × d matrix of d = 3,037,000,500 (or an ensemble of m = 4e18) overflowed XLA's shape arithmetic in the
+    memory check, which aborted the process with no Python error; every surface now bounds sizes by 2**31 - 1."""
+    with pytest.raises(ConfigError, match=message):
+        build()

@@ -83,7 +83,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.arguments import plain
+from nlbandit.arguments import check_sizes, plain
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
@@ -797,6 +797,7 @@ def _check_fields(where: str, **fields: Any) -> None:
             continue
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
             raise ConfigError(f"{where}: field {name!r} must be an integer >= {low}, got {value!r}")
+    check_sizes(where, d=fields["d"], k=fields["k"], horizon=fields["horizon"])
     if fields["seed"] > 2**32 - 1:
         raise ConfigError(f"{where}: field 'seed' must be an integer in [0, 2**32 - 1], got {fields['seed']!r}")
     if not isinstance(fields["numpy_round"], bool):

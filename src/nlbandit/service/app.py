@@ -126,7 +126,14 @@ class Service:
         folder = Path(folder)
         created = check_folder(folder, snapshot_every)
         folder.mkdir(parents=True, exist_ok=True)
-        lock = lock_folder(folder)
+        try:
+            lock = lock_folder(folder)
+        except BaseException:
+            if created:  # (a full disk failed the pid's write: nothing is left behind)
+                (folder / "lock").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         try:
             return cls._recover(folder, config, snapshot_every, lock, trainer, first_event_id)
         except BaseException:
@@ -391,8 +398,12 @@ def lock_folder(folder: Path) -> int:
         os.close(fd)
         raise ConfigError(f"{folder} is held by another nlbandit service (pid {holder}): one service per state "
                           "folder") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:  # (a full disk): the descriptor, and with it the lock, must not stay held
+        os.close(fd)
+        raise
     return fd
 
 

@@ -51,6 +51,11 @@ UNKNOWN_DECISIONS = 2**32
 """How far the event ids of an agent created after the removal of an unrecoverable one of its name start beyond
 its first event id (its number of decisions cannot be read)."""
 _FIELDS = {"policy": str, "d": int, "k": int, "horizon": (int, type(None)), "seed": int, "hyperparameters": dict}
+MAX_ARM_NUMBERS = 2**22
+"""The most numbers of one decision's contexts, d × k, for an agent created through the service (4,194,304:
+what an 8 MiB body can carry at two bytes a number). Larger sizes are refused before the agent is built: a large
+k alone allocated k booleans, and the warm-up k × d floats, before the agent's own checks (which bound each size
+by 2**31 - 1, :mod:`nlbandit.arguments`)."""
 
 
 def check_name(name: Any) -> str:
@@ -87,6 +92,15 @@ def config_of(body: Any) -> dict[str, Any]:
                         **hyperparameters)
 
 
+def check_sizes(config: dict[str, Any]) -> None:
+    """RequestError 400 where a new agent's d × k is beyond :data:`MAX_ARM_NUMBERS`, before anything is allocated;
+    the agent checks the rest (each size, its memory)."""
+    d, k = config["d"], config["k"]
+    if isinstance(d, int) and isinstance(k, int) and d >= 1 and k >= 1 and d * k > MAX_ARM_NUMBERS:
+        raise RequestError(400, f"d × k = {d} × {k} numbers per decision; at most {MAX_ARM_NUMBERS} (an agent of "
+                                "the service takes its contexts in one request body)")
+
+
 class Fleet:
     """The named agents (:class:`~nlbandit.service.app.Service`) of a state folder (module docstring);
     :meth:`open` builds one."""
@@ -98,6 +112,9 @@ class Fleet:
         self.recovered: list[str] = []  # what start-up did beyond recovering the agents
         self._busy: set[str] = set()  # names being created or removed
         self.trainer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nlbandit-training")
+        # Creations (seconds of warm-up each) run here, not in the event loop's default executor, where the
+        # journals' syncs run: else enough creations at once held every agent's decisions and rewards up.
+        self.builder = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="nlbandit-create")
 
     @classmethod
     def open(cls, folder: str | os.PathLike, agents: dict[str, dict[str, Any]] | None = None,
@@ -180,6 +197,7 @@ class Fleet:
     def _new(self, name: str, config: dict[str, Any]) -> Service:
         """The new agent ``name``, its folder's creation synced; RequestError 400 for an invalid configuration
         (nothing left behind)."""
+        check_sizes(config)
         first = self._first_free(name)
         try:
             service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer, first)
@@ -208,7 +226,7 @@ class Fleet:
             return False
         self._busy.add(name)
         try:
-            service = await asyncio.get_running_loop().run_in_executor(None, self._new, name, config)
+            service = await asyncio.get_running_loop().run_in_executor(self.builder, self._new, name, config)
         finally:
             self._busy.discard(name)
         self.agents[name] = service
@@ -228,18 +246,40 @@ class Fleet:
         self._busy.add(name)
         try:
             service = self.agents.pop(name, None)
-            self.unavailable.pop(name, None)
-            if service is not None:
-                await service.journal.durable()
-                await asyncio.get_running_loop().run_in_executor(None, service.close)
-            self._retire(name, service, previous)
-            gone = self.folder / "deleted" / f"{name}.{uuid.uuid4().hex[:8]}"
-            gone.parent.mkdir(exist_ok=True)
-            os.rename(self.folder / "agents" / name, gone)
+            why = self.unavailable.pop(name, None)
+            closed = False
+            try:
+                if service is not None:
+                    await service.journal.durable()
+                    closed = True
+                    await asyncio.get_running_loop().run_in_executor(None, service.close)
+                self._retire(name, service, previous)
+                gone = self.folder / "deleted" / f"{name}.{uuid.uuid4().hex[:8]}"
+                gone.parent.mkdir(exist_ok=True)
+                os.rename(self.folder / "agents" / name, gone)
+            except OSError:  # its folder was not moved: the agent stays, as it was (reopened if it was closed)
+                await self._reinstate(name, service, closed, why)
+                raise
             sync_folder(self.folder / "agents")
         finally:
             self._busy.discard(name)
         await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone)
+
+    async def _reinstate(self, name: str, service: Service | None, closed: bool, why: str | None) -> None:
+        """Put back the agent ``name`` whose removal failed before its folder moved: the open ``service``, else
+        the agent reopened from its folder (unavailable, with the reason, if that fails)."""
+        if service is None:
+            if why is not None:
+                self.unavailable[name] = why
+            return
+        if not closed:
+            self.agents[name] = service
+            return
+        try:
+            self.agents[name] = await asyncio.get_running_loop().run_in_executor(
+                self.builder, Service.open, self.folder / "agents" / name, None, self.snapshot_every, self.trainer)
+        except Exception as e:  # noqa: BLE001 -- whatever it is, the agent is listed with it rather than lost
+            self.unavailable[name] = f"its removal failed, and reopening it failed: {type(e).__name__}: {e}"
 
     def _first_free(self, name: str) -> int:
         """The first event id after those of the agents named ``name`` removed so far (1 for none)."""
@@ -288,8 +328,9 @@ class Fleet:
             with contextlib.suppress(OSError):
                 service.close()
         self.agents.clear()
+        self.builder.shutdown(wait=True)
         self.trainer.shutdown(wait=True)
         os.close(self._lock)
 
 
-__all__ = ["DEFAULT", "Fleet", "NAME", "check_name", "config_of"]
+__all__ = ["DEFAULT", "Fleet", "MAX_ARM_NUMBERS", "NAME", "check_name", "check_sizes", "config_of"]
