@@ -6,7 +6,7 @@ The test suite runs it over every registered policy (``tests/test_contract.py``)
 defaults, overridden by the entry's ``test_hypers`` (a small, fast configuration its family declares, e.g. a
 warm-up shortened to fit the short horizon), on a small environment that meets its
 :class:`~nlbandit.core.types.Requirements` (a Bernoulli logistic bandit, or a heteroscedastic one for a policy
-that reads the noise level). The policy must:
+that reads the noise level, assumes a noise bound or the identity link). The policy must:
 
 1. run under ``jit(vmap(scan))`` over seeds with random arm masks and extreme but valid features (scaled by 1e3
    for some instances and by 1e-3 for others, a duplicated arm, an all-zero arm), choosing only available
@@ -16,8 +16,8 @@ that reads the noise level). The policy must:
 3. take its params as a record of exactly its traced hyperparameters (:meth:`PolicyContract.params_are_its_record`);
 4. run a grid vmapped over its traced hyperparameters, each grid point equal to the plain run (float32
    policies: on 80% of the decisions; :meth:`PolicyContract.grid_equals_plain_runs`);
-5. return a well-formed ``info`` from ``act``: float scalars, and where a probability is given (not NaN), one
-   that does not depend on the round's key and matches the frequency of the choice over 4,000 keys
+5. return an int32 arm and a well-formed ``info`` from ``act``: float scalars, and where a probability is given
+   (not NaN), one that does not depend on the round's key and matches the frequency of the choice over 4,000 keys
    (:meth:`PolicyContract.probabilities_are_choice_frequencies`);
 6. be refused, with a clear error naming the policy and before anything is compiled, on an environment it
    cannot run on (:meth:`PolicyContract.incompatible_environments_are_refused`).
@@ -51,8 +51,12 @@ SCALES = (1e3, 1e-3)
 
 
 def _base_env(need: Requirements) -> Env:
-    if need.noise_level:
-        return make_env("heteroscedastic", d=D, k=K, contexts="fixed", link=need.link or "identity")
+    """A Bernoulli logistic bandit, or a heteroscedastic one (which reveals its noise level and declares a noise
+    bound: σ_high, at most the policy's R) for a policy that needs either or the identity link."""
+    if need.noise_level or need.noise_bound is not None or need.link == "identity":
+        bound = {} if need.noise_bound is None or need.noise_bound >= 1.0 else {
+            "sigma_low": min(0.01, need.noise_bound), "sigma_high": need.noise_bound}
+        return make_env("heteroscedastic", d=D, k=K, contexts="fixed", link=need.link or "identity", **bound)
     return make_env("logistic", d=D, k=K, theta_norm=2.0)
 
 
@@ -198,7 +202,8 @@ class PolicyContract:
         arms, info = jax.jit(jax.vmap(lambda k: policy.act(params, state, k, contexts, mask, jnp.asarray(T + 1))))(
             jax.random.split(jax.random.key(3), n))
         arms = np.asarray(arms)
-        assert arms.dtype == np.int32 and np.asarray(mask)[arms].all(), f"{name}: act chose an unavailable arm"
+        assert arms.dtype == np.int32, f"{name}: act must return the arm as an int32 scalar, got {arms.dtype}"
+        assert np.asarray(mask)[arms].all(), f"{name}: act chose an unavailable arm"
         for field in info:
             assert field.shape == (n,) and jnp.issubdtype(field.dtype, jnp.floating), f"{name}: info must be floats"
         prob = np.asarray(info.probability)
@@ -222,7 +227,8 @@ class PolicyContract:
         _refused(lambda: simulate(other, self.policy, self.params, T, list(SEEDS)),
                  f"'{name}' was built for d = {D}, K = {K}", name)
         need = self.policy.meta.requires
-        if need.noise_level or need.reward_range is not None or need.link not in (None, "identity"):
+        if (need.noise_level or need.reward_range is not None or need.link not in (None, "identity")
+                or need.noise_bound is not None):
             bad = make_env("linear", d=D, k=K)  # reveals no noise level, unbounded rewards, identity link
         elif need.fixed_arms:
             bad = make_env("linear", d=D, k=K, contexts="fresh")

@@ -10,7 +10,7 @@ import functools
 import json
 from typing import Any
 
-from nlbandit.arguments import plain
+from nlbandit.arguments import check_int_sizes, plain
 from nlbandit.core.hyper import lookup, resolve_named
 from nlbandit.core.types import Env, Stream
 from nlbandit.data import published
@@ -36,12 +36,13 @@ def env_entry(name: Any, where: str = "env") -> EnvEntry:
     return lookup(ENVS, name, where)
 
 
-def resolve_env(config: dict[str, Any], where: str = "env") -> dict[str, Any]:
+def resolve_env(config: dict[str, Any], where: str = "env", entry: EnvEntry | None = None) -> dict[str, Any]:
     """Validate an environment config ``{"name": ..., **hyperparameters}``; return it with defaults and derived
-    fields filled (its entry's ``finalize``). A data set the user supplies the files of is checked first against
-    its publisher's shape (:mod:`nlbandit.data.published`)."""
-    entry = env_entry(config.get("name"), where)
+    fields filled (its entry's ``finalize``; ``entry``: an entry that is not registered). A data set the user
+    supplies the files of is checked first against its publisher's shape (:mod:`nlbandit.data.published`)."""
+    entry = env_entry(config.get("name"), where) if entry is None else entry
     values = resolve_named(entry, config, where)
+    check_int_sizes(entry.hypers, values, where)
     if isinstance(values.get("dataset"), str):  # user files checked against their publisher's shape first
         published.check(values["dataset"], where)
     return {"name": entry.name, **entry.finalize(values, where)}
@@ -53,11 +54,17 @@ def instance_floats(config: dict[str, Any]) -> int:
     return env_entry(config["name"]).floats(config)
 
 
-def make_env(name: str, **hyperparameters: Any) -> Env:
-    """Construct a registered environment after validating its hyperparameters.
+def make_env(name: str | EnvEntry, **hyperparameters: Any) -> Env:
+    """Construct a registered environment, or that of an :class:`EnvEntry` that is not registered (your own, kept
+    out of the package: built anew on every call), after validating its hyperparameters.
 
-    Example: ``make_env("linear", d=20, k=50, noise_std=0.5)``.
+    Examples: ``make_env("linear", d=20, k=50, noise_std=0.5)``; ``make_env(MY_ENTRY, d=20, k=50)``
+    (docs/contributing.md#trying-it-out-of-tree).
     """
+    if isinstance(name, EnvEntry):
+        require_x64(f"env '{name.name}'")
+        config = resolve_env({"name": name.name, **plain(hyperparameters)}, f"env '{name.name}'", name)
+        return name.make(**{k: v for k, v in config.items() if k != "name"})
     require_x64(f"env '{name}'")
     hyperparameters = plain(hyperparameters)
     try:
@@ -92,7 +99,9 @@ def _build_env(name: str, config: tuple[tuple[str, Any], ...]) -> Env:
 def resolve_stream(config: dict[str, Any], horizon: int, where: str = "env") -> dict[str, Any]:
     """Validate a stream config ``{"name": ..., **hyperparameters}`` for ``horizon`` rounds; fill defaults."""
     entry = lookup(STREAMS, config.get("name"), where)
-    values = entry.finalize(resolve_named(entry, config, where), where)
+    given = resolve_named(entry, config, where)
+    check_int_sizes(entry.hypers, given, where)
+    values = entry.finalize(given, where)
     if entry.check_horizon is not None:
         entry.check_horizon(values, horizon, where)
     return {"name": entry.name, **values}

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nlbandit.core.compat import check_compatible
-from nlbandit.arguments import plain
+from nlbandit.arguments import check_int_sizes, check_sizes, plain
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.memory import policy_parts, state_bytes
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
@@ -58,6 +58,7 @@ def resolve_policy(config: dict[str, Any], where: str = "policy", entry: PolicyE
 
     def resolved(given: dict[str, Any]) -> dict[str, Any]:
         values = resolve_named(entry, given, where)
+        check_int_sizes(entry.hypers, values, where)
         try:
             return {"name": entry.name, **entry.finalize(values)}
         except ConfigError as e:
@@ -125,9 +126,11 @@ def _make(name: str, spec: ProblemSpec, static: tuple[tuple[str, Any], ...]) -> 
 
 
 def _stamped(entry: PolicyEntry, spec: ProblemSpec, static: dict[str, Any]) -> Policy:
-    """``entry``'s policy on ``spec``, its meta holding the sizes and the params record it was built for."""
+    """``entry``'s policy on ``spec``, its meta holding the entry's name (a factory shared by several entries, or
+    copied under a new name, is named as the entry that built it), the sizes and the params record it was built
+    for."""
     policy = entry.make(spec, **static)
-    return policy._replace(meta=policy.meta._replace(spec=spec, params_type=entry.params_type))
+    return policy._replace(meta=policy.meta._replace(name=entry.name, spec=spec, params_type=entry.params_type))
 
 
 def check_policy_env(config: dict[str, Any], env: Env, horizon: int, where: str = "policy", *,
@@ -156,25 +159,27 @@ outside any range a policy models, since each reward is checked as it arrives ag
 models (:meth:`nlbandit.agent.Agent.reward`); no link, arm set or noise level promised."""
 
 
-def check_policy_sizes(config: dict[str, Any], spec: ProblemSpec, where: str = "policy") -> dict[str, Any]:
+def check_policy_sizes(config: dict[str, Any], spec: ProblemSpec, where: str = "policy",
+                       entry: PolicyEntry | None = None) -> dict[str, Any]:
     """:func:`check_policy_env` for a policy known only by its sizes and horizon (``make_policy`` with a
     :class:`ProblemSpec`, the online agent, the service): its family's ``adapt`` and ``check`` on an
     environment of those sizes (:data:`ONLINE_FACTS`), so that a configuration its family refuses is refused
-    here too, with the same message, before anything is compiled."""
+    here too, with the same message, before anything is compiled (``entry``: an entry that is not registered)."""
     if config.get("link") == "env":
         raise ConfigError(f"{where}: field 'link' 'env' takes the link from an experiment file's environment; give "
                           "the link here")
     env = Env.described("of the given sizes", ProblemSpec(spec.d, spec.k, 0), ONLINE_FACTS)
-    return check_policy_env(config, env, spec.horizon, where, facts=False)
+    return check_policy_env(config, env, spec.horizon, where, facts=False, entry=entry)
 
 
-def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
+def make_policy(name: str | PolicyEntry, spec: ProblemSpec | Env, horizon: int | None = None,
                 **hyperparameters: Any) -> tuple[Policy, Any]:
-    """Construct a registered policy; return it with its ``params``: its typed record of traced
-    hyperparameters (float64 scalars; :mod:`nlbandit.core.params`), e.g. ``params.sigma_r``. Replace a value
-    with ``params._replace(sigma_r=0.2)`` (that field alone: a default derived from it here, such as an ensemble's
-    ``prior_scale`` = σ_R, keeps its value; replace both, or build each point here); a grid is a record of
-    equal-length arrays.
+    """Construct a registered policy, or the policy of a :class:`PolicyEntry` that is not registered (your own, kept
+    out of the package: validated, checked and built exactly as a registered one); return it with its ``params``:
+    its typed record of traced hyperparameters (float64 scalars; :mod:`nlbandit.core.params`), e.g.
+    ``params.sigma_r``. Replace a value with ``params._replace(sigma_r=0.2)`` (that field alone: a default derived
+    from it here, such as an ensemble's ``prior_scale`` = σ_R, keeps its value; replace both, or build each point
+    here); a grid is a record of equal-length arrays.
 
     ``spec`` gives the sizes (d, K, horizon), or is the environment the policy will run on: then d and K are
     the environment's, ``horizon`` (T) is required, and the policy is checked against the environment exactly
@@ -182,24 +187,29 @@ def make_policy(name: str, spec: ProblemSpec | Env, horizon: int | None = None,
     environment's link), so what the command line refuses, this refuses too.
 
     Examples: ``make_policy("lin-es", env, horizon=10_000, m=25)``;
-    ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``.
+    ``make_policy("lin-es", ProblemSpec(20, 50, 10_000), m=25, sigma_r=0.1)``;
+    ``make_policy(MY_ENTRY, env, horizon=10_000, tau=0.2)`` (docs/contributing.md#trying-it-out-of-tree).
     """
+    entry = name if isinstance(name, PolicyEntry) else None
+    if entry is not None:
+        name = entry.name
     require_x64(f"policy '{name}'")
-    config = resolve_policy({"name": name, **plain(hyperparameters)}, f"policy '{name}'", reads=True)
+    config = resolve_policy({"name": name, **plain(hyperparameters)}, f"policy '{name}'", entry, reads=True)
     for field, value in (("horizon", horizon), *((("spec.horizon", spec.horizon), ("spec.d", spec.d),
                                                    ("spec.k", spec.k)) if isinstance(spec, ProblemSpec) else ())):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             what = "the rounds it will run" if field.endswith("horizon") else "a size"
             raise ConfigError(f"policy '{name}': {field} must be an integer >= 1 ({what}), got {value!r}")
+        check_sizes(f"policy '{name}'", **{field: value})
     if isinstance(spec, Env):
         if horizon is None:
             raise ConfigError(f"policy '{name}': built for an environment, it needs horizon=T (the rounds it will run)")
-        config = check_policy_env(config, spec, horizon, f"policy '{name}'")
-        return build_policy(config, ProblemSpec(spec.spec.d, spec.spec.k, horizon))
+        config = check_policy_env(config, spec, horizon, f"policy '{name}'", entry=entry)
+        return build_policy(config, ProblemSpec(spec.spec.d, spec.spec.k, horizon), entry)
     if horizon is not None and horizon != spec.horizon:
         raise ConfigError(f"policy '{name}': horizon={horizon} differs from the ProblemSpec's {spec.horizon}; give it "
                           "once")
-    return build_policy(check_policy_sizes(config, spec, f"policy '{name}'"), spec)
+    return build_policy(check_policy_sizes(config, spec, f"policy '{name}'", entry), spec, entry)
 
 
 __all__ = ["ConfigError", "FAMILIES", "ONLINE_FACTS", "POLICIES", "build_policy", "build_resample", "check_policy_env",
