@@ -16,8 +16,8 @@ from typing import Any, Collection
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.core.compat import check_compatible
 from nlbandit.arguments import check_int_sizes, check_sizes, plain
+from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.memory import policy_parts, state_bytes
 from nlbandit.core.types import Env, EnvFacts, Policy, ProblemSpec
