@@ -328,11 +328,32 @@ class Agent:
             horizon *= 2
         spec, where = self.spec._replace(horizon=horizon), f"Agent policy '{self.config['name']}'"
         old = self._state
+        kept = self._host_caches()
         self._build(check_policy_sizes(self.config, spec, where), spec, self._host is not None)
         fresh = self._programs.init(self._params, self._keys.policy_init)
         if jax.tree.structure(old) != jax.tree.structure(fresh):
             raise ConfigError(f"{where}: its state changes structure with the horizon; give the agent a horizon")
         self._state = self._host_state(jax.tree.map(_carry_over, old, fresh))
+        if all(np.shape(a) == np.shape(b) for a, b in zip(jax.tree.leaves(old), jax.tree.leaves(fresh))):
+            self._restore_caches(kept)  # (the same state: what the old round derived from it holds)
+
+    def _host_caches(self) -> list[np.ndarray | None]:
+        """The values the host round keeps for the current state (:attr:`~nlbandit.host.rounds.HostRound.caches`:
+        e.g. a Gram factor updated by rank-one steps, whose last bits depend on the path), None where it keeps
+        none or not a float array."""
+        if self._host is None:
+            return []
+        values = [cache.kept(self._state) for cache in self._host.caches]
+        return [v if isinstance(v, np.ndarray) and v.dtype == np.float64 else None for v in values]
+
+    def _restore_caches(self, values: list[np.ndarray | None]) -> None:
+        """Give the host round the values ``_host_caches`` returned (a rebuilt or loaded agent's), so that it
+        continues as the round that kept them, to the bit; each is checked against the state at its first use
+        (:meth:`~nlbandit.host.rounds.LastState.restore`)."""
+        if self._host is not None and len(values) == len(self._host.caches):
+            for cache, value in zip(self._host.caches, values):
+                if value is not None:
+                    cache.restore(self._state, value)
 
     def _host_state(self, state: Any) -> Any:
         """``state`` as the agent keeps it: NumPy leaves for a host round (writable copies, as every state a host
@@ -564,7 +585,8 @@ class Agent:
         ts = np.arange(self._t + 1, self._t + 1 + len(rounds))
         if self._host is not None:
             rows = [self._host_act(xi, mi, t) for xi, mi, t in zip(xs, mss, ts.tolist())]
-        else:
+        else:  # one vmapped program: its scores may differ from B decides' in the last bits (service replays
+            # a batch as a batch, so its recovery sees the same numbers)
             rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss,
                                                        ts)).tolist()
             self._check_health(all(row[4] for row in rows))
@@ -674,6 +696,7 @@ class Agent:
             arrays["pending_contexts"] = np.stack([np.asarray(self._pending[e][0]) for e in ids])
         if self._arms is not None:
             arrays["first_arms"] = self._arms
+        arrays.update({f"host_cache_{i}": v for i, v in enumerate(self._host_caches()) if v is not None})
         header = {"format": FORMAT, "version": VERSION, "policy": _jsonable(self.config), "d": self.spec.d,
                   "k": self.spec.k, "horizon": self.spec.horizon, "horizon_free": self.horizon_free, "seed": self.seed,
                   "estimate_draws": self._asked_draws, "numpy_round": self.numpy_round, "rounds": self._t,
@@ -743,6 +766,10 @@ class Agent:
         if not isinstance(agent.meta, dict):
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
         agent._arms = arrays.get("first_arms")
+        if agent._host is not None:  # (a file without them, or with others, derives them afresh)
+            caches = [arrays.get(f"host_cache_{i}") for i in range(len(agent._host.caches))]
+            agent._restore_caches([np.array(a, np.float64, order="C") if a is not None and a.dtype == np.float64
+                                   and np.isfinite(a).all() else None for a in caches])
         return agent
 
 
