@@ -134,13 +134,21 @@ def test_list_names_every_registered_policy_and_env(capsys):
 
     assert main(["list"]) == 0
     sections: dict[str, list[str]] = {}
+    columns: dict[str, set[int]] = {}
     for line in capsys.readouterr().out.splitlines():
         if not line.startswith(" "):  # a section header: "policies (...):", "environments:", ...
-            current = sections.setdefault(line.split(" ")[0].rstrip(":"), [])
+            section = line.split(" ")[0].rstrip(":")
+            current, column = sections.setdefault(section, []), columns.setdefault(section, set())
         elif line[2] != " ":  # "  <name>  <doc>"; the hyperparameter line below it is indented further
             current.append(line.split()[0])
+            if section != "experiments":  # (a path a line)
+                column.add(len(line) - len(line[2:].split(" ", 1)[1].lstrip()))  # where the doc starts
+        else:
+            column.add(len(line) - len(line.lstrip()))  # where the hyperparameters start
     assert sections["policies"] == list(POLICIES)
     assert sections["environments"] == list(ENVS)
+    # each section in two aligned columns, however long its names (neurallog-ucb-1 pushed its doc out of line)
+    assert all(len(found) == 1 for name, found in columns.items() if name != "experiments"), columns
 
 
 def test_main_job_command_is_installed():

@@ -183,28 +183,32 @@ def _list(what: str | None) -> None:
         return ", ".join((f"{h.name} (required)" if h.default is None and not h.optional else f"{h.name}={h.default!r}")
                          + ("*" if h.static else "") for h in entry.hypers)
 
+    def entries(table: dict) -> list[tuple[str, object]]:  # (its name padded to the table's longest, the entry)
+        width = max(12, *(len(name) for name in table))
+        return [(f"{name:<{width}}", entry) for name, entry in table.items()]
+
     if what in (None, "policies"):
         from nlbandit.agent import agent_defaults
 
         print("policies (hyperparameter=default, the papers' settings, e.g. theory widths; * = static, changes "
               "shapes; 'agent:' the online agent's practice defaults, measured on held-out problems):")
-        for e in POLICIES.values():
-            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e) or '(none)'}")
+        for name, e in entries(POLICIES):
+            print(f"  {name} {e.doc}\n  {'':<{len(name)}} {hypers(e) or '(none)'}")
             if e.name in agent_defaults():
                 practice = ", ".join(f"{k}={v!r}" for k, v in agent_defaults()[e.name].items())
-                print(f"  {'':<12} agent: {practice} (benchmarks/agent_defaults.py)")
+                print(f"  {'':<{len(name)}} agent: {practice} (benchmarks/agent_defaults.py)")
     if what in (None, "envs"):
         print("environments (field=default; * = static, changes shapes):")
-        for e in ENVS.values():
-            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+        for name, e in entries(ENVS):
+            print(f"  {name} {e.doc}\n  {'':<{len(name)}} {hypers(e)}")
     if what in (None, "streams"):
         print("online-regression streams (loop = \"regression\"):")
-        for e in STREAMS.values():
-            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+        for name, e in entries(STREAMS):
+            print(f"  {name} {e.doc}\n  {'':<{len(name)}} {hypers(e)}")
     if what in (None, "learners"):
         print("online-regression learners:")
-        for e in LEARNERS.values():
-            print(f"  {e.name:<12} {e.doc}\n  {'':<12} {hypers(e)}")
+        for name, e in entries(LEARNERS):
+            print(f"  {name} {e.doc}\n  {'':<{len(name)}} {hypers(e)}")
     if what in (None, "experiments"):
         print("experiments (under ./experiments):")
         for f in sorted(Path("experiments").glob("*/*.toml")):
