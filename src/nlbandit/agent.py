@@ -83,7 +83,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.arguments import check_sizes, plain
+from nlbandit.arguments import check_sizes, integer, plain
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
@@ -822,7 +822,7 @@ def _check_fields(where: str, **fields: Any) -> None:
         value = fields[name]
         if name == "estimate_draws" and value is None:
             continue
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+        if not integer(value) or value < low:
             raise ConfigError(f"{where}: field {name!r} must be an integer >= {low}, got {value!r}")
     check_sizes(where, d=fields["d"], k=fields["k"], horizon=fields["horizon"])
     if fields["seed"] > 2**32 - 1:
@@ -830,7 +830,7 @@ def _check_fields(where: str, **fields: Any) -> None:
     if not isinstance(fields["numpy_round"], bool):
         raise ConfigError(f"{where}: field 'numpy_round' must be true or false, got {fields['numpy_round']!r}")
     first = fields["first_event_id"]
-    if not isinstance(first, (int, np.integer)) or isinstance(first, bool) or not 1 <= first <= MAX_EVENT_ID:
+    if not integer(first) or not 1 <= first <= MAX_EVENT_ID:
         raise ConfigError(f"{where}: field 'first_event_id' must be an integer in [1, 2**52], got {first!r}")
 
 

@@ -24,6 +24,11 @@ MAX_INT = 2**31 - 1
 """The largest integer size, count or index the engine takes (int32)."""
 
 
+def integer(value: Any) -> bool:
+    """Whether ``value`` is an integer, Python's or NumPy's, and not a boolean."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def plain(hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """``hyperparameters`` with each NumPy scalar (a 0-d array too) replaced by the Python value it holds (``int``,
     ``float``, ``bool``, ``str``); every other value as given."""
@@ -50,6 +55,6 @@ def check_sizes(where: str, **sizes: Any) -> None:
     """Refuse (ConfigError naming the field) a size (d, k, a horizon) beyond :data:`MAX_INT`; its type and lower
     bound are the caller's to check."""
     for name, value in sizes.items():
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > MAX_INT:
+        if integer(value) and value > MAX_INT:
             raise ConfigError(f"{where}: field '{name}' = {value} is more than {MAX_INT} (the engine's sizes, "
                               "rounds and indices are int32)")

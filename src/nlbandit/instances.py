@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import numbers
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nlbandit.arguments import integer
 from nlbandit.atomic import write_npz
 from nlbandit.core.keys import seed_keys
 from nlbandit.core.round import observe, pull
@@ -92,18 +92,13 @@ class Instance(NamedTuple):
                    header["seed"])
 
 
-def _integer(value: Any) -> bool:
-    """Whether ``value`` is an integer (Python's or NumPy's), not a boolean."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
 def export_instance(env: Env, seed: int, horizon: int, config: dict[str, Any] | None = None,
                     chunk: int = 1000) -> Instance:
     """The instance of ``env`` for ``seed`` over ``horizon`` rounds (module docstring), tabulated ``chunk``
     rounds at a time; ``config`` (the environment's configuration, if known) is recorded with it."""
-    if not _integer(horizon) or horizon < 1:
+    if not integer(horizon) or horizon < 1:
         raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
-    if not _integer(seed) or not 0 <= seed <= 2**32 - 1:
+    if not integer(seed) or not 0 <= seed <= 2**32 - 1:
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
     seed, horizon = int(seed), int(horizon)
     keys = seed_keys(jnp.uint32(seed))

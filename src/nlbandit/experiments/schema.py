@@ -158,10 +158,7 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
                                    or not all(isinstance(c, str) for c in listed)):
             raise ConfigError(f"{where}: field 'scales.{s}.cases' must be a non-empty list of [[env]] case names, "
                               f"got {listed!r}")
-        try:
-            scales[s] = {**resolve(_SCALE_KEYS, overrides, f"{where}: scales.{s}"), "cases": listed}
-        except ConfigError as e:  # (resolve lists the keys it resolves; 'cases' is read above)
-            raise ConfigError(str(e).replace("allowed fields: ", "allowed fields: cases, ", 1)) from None
+        scales[s] = {**_resolve_also(_SCALE_KEYS, overrides, f"{where}: scales.{s}", "cases"), "cases": listed}
     chosen = scales.get(scale, {})
     horizon = chosen.get("horizon") or top["horizon"]
     n_seeds = seeds if seeds is not None else (chosen.get("seeds") or top["seeds"])
@@ -259,6 +256,15 @@ def expand(table: dict[str, Any], fixed: tuple[str, ...], where: str) -> list[tu
     return out
 
 
+def _resolve_also(keys: tuple[Hyper, ...], table: dict[str, Any], where: str, apart: str) -> dict[str, Any]:
+    """``resolve(keys, table, where)`` for a table whose field ``apart`` is read on its own (taken out of ``table``
+    before), its refusal of an unknown field listing ``apart`` among the allowed ones too."""
+    try:
+        return resolve(keys, table, where)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("allowed fields: ", f"allowed fields: {apart}, ", 1)) from None
+
+
 def tune_grid(value: Any, where: str) -> dict[str, list] | None:
     """A validated tuning grid (a table of field = [values], at least one field), or None for ``false``."""
     if value is False:
@@ -294,10 +300,7 @@ def _tune(raw: dict[str, Any], scales: dict[str, dict], scale: str, top: dict[st
                           f"{', '.join(repr(n) for n, loop in LOOPS.items() if loop.tunable)})")
     table = dict(as_table(raw["tune"], f"{where}: field 'tune'"))
     grid = tune_grid(table.pop("grid"), f"{where}: field 'tune.grid'") if "grid" in table else None
-    try:
-        tune = resolve(_TUNE_KEYS, table, f"{where}: tune")
-    except ConfigError as e:  # (resolve lists the keys it resolves; 'grid' is read above)
-        raise ConfigError(str(e).replace("allowed fields: ", "allowed fields: grid, ", 1)) from None
+    tune = _resolve_also(_TUNE_KEYS, table, f"{where}: tune", "grid")
     tune["seeds"] = scales.get(scale, {}).get("tune_seeds") or tune["seeds"]
     first = max([top["first_seed"]] + [sc.get("first_seed") or 0 for sc in scales.values()])
     reported = first + max([top["seeds"], seeds or 0] + [sc.get("seeds") or 0 for sc in scales.values()])

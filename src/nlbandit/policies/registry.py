@@ -14,9 +14,8 @@ import functools
 from typing import Any, Collection
 
 import jax.numpy as jnp
-import numpy as np
 
-from nlbandit.arguments import check_int_sizes, check_sizes, plain
+from nlbandit.arguments import check_int_sizes, check_sizes, integer, plain
 from nlbandit.core.compat import check_compatible
 from nlbandit.core.hyper import ConfigError, lookup, resolve_named
 from nlbandit.core.memory import policy_parts, state_bytes
@@ -197,7 +196,7 @@ def make_policy(name: str | PolicyEntry, spec: ProblemSpec | Env, horizon: int |
     config = resolve_policy({"name": name, **plain(hyperparameters)}, f"policy '{name}'", entry, reads=True)
     for field, value in (("horizon", horizon), *((("spec.horizon", spec.horizon), ("spec.d", spec.d),
                                                    ("spec.k", spec.k)) if isinstance(spec, ProblemSpec) else ())):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+        if value is not None and (not integer(value) or value < 1):
             what = "the rounds it will run" if field.endswith("horizon") else "a size"
             raise ConfigError(f"policy '{name}': {field} must be an integer >= 1 ({what}), got {value!r}")
         check_sizes(f"policy '{name}'", **{field: value})
