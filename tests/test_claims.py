@@ -308,3 +308,73 @@ def test_a_report_interrupted_while_rendering_leaves_the_previous_report_whole(t
     with pytest.raises(RuntimeError, match="killed while rendering"):
         main(["report", str(path), "--db", str(db), "--out", str(out), "--no-progress"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+GRID = """
+title = "grid"
+horizon = 50
+seeds = 3
+
+[scales.quick]
+series = "claimed"
+
+[env]
+name = "linear"
+d = [2, 3, 4]
+k = 4
+
+[[policies]]
+label = "A"
+name = "lin-ts"
+
+[[policies]]
+label = "B"
+name = "lin-ucb"
+
+[[policies]]
+label = "C"
+name = "uniform"
+
+[[policies]]
+label = "D"
+name = "greedy"
+
+[[claims]]
+name = "second-label"
+text = "the second label of paired is read too"
+check = "paired('B', 'A', d=2) < 0 or slope('C', 'd', t=20) > 0"
+"""
+
+
+def test_a_scale_of_claimed_series_runs_what_its_claims_read_and_nothing_else(tmp_path, capsys):
+    # paired's second label, and every grid value of slope's line; D, which no claim reads, is left out
+    path = tmp_path / "grid.toml"
+    path.write_text(GRID)
+    quick, full = load_experiment(path, "quick"), load_experiment(path, "full")
+    assert sorted((r.label, r.case_label) for r in quick.runs) == [
+        ("A", "d=2"), ("B", "d=2"), ("C", "d=2"), ("C", "d=3"), ("C", "d=4")]
+    assert quick.labels == ["A", "B", "C"] and len(full.runs) == 12 and full.left_out == ()
+    assert quick.left_out == ("A (d=3)", "A (d=4)", "B (d=3)", "B (d=4)", "D (d=2)", "D (d=3)", "D (d=4)")
+    out = tmp_path / "rep"
+    assert main(["check", str(path), "--db", str(tmp_path / "r.duckdb"), "--out", str(out), "--no-progress"]) in (0, 1)
+    md = (out / "grid.md").read_text()
+    assert ("Only the runs this scale's claims read were run (`[scales.quick] series = \"claimed\"`); left out: "
+            "A (d=3), A (d=4), B (d=3)") in md
+    assert "| D |" not in md and "| C | d=4 |" in md
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('series = "claimed"', 'series = "read"', r"scales.quick: field 'series' must be one of 'all', 'claimed'"),
+    ('check = "paired', 'check = "l(100, 2.0) > 0 or paired', None),  # (still reads runs: accepted)
+    ("check = \"paired('B', 'A', d=2) < 0 or slope('C', 'd', t=20) > 0\"", 'check = "l(100, 2.0) > 0"',
+     r"field 'scales.quick.series' = 'claimed': no claim checked at scale 'quick' reads a run"),
+])
+def test_a_scale_of_claimed_series_is_refused_where_it_cannot_mean_anything(tmp_path, old, new, message):
+    path = tmp_path / "grid.toml"
+    assert old in GRID
+    path.write_text(GRID.replace(old, new))
+    if message is None:
+        assert len(load_experiment(path).runs) == 5
+        return
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(path)

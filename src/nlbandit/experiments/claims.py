@@ -700,8 +700,9 @@ def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], A
     return select
 
 
-def validate_claim(check: str, exp, where: str) -> None:
-    """Check syntax, functions and label/case references of a claim without any results."""
+def _evaluate_unrun(check: str, exp, where: str, read: set[str] | None = None) -> None:
+    """Evaluate claim ``check`` of ``exp`` on stand-in curves, every run it names resolved (and its id added to
+    ``read``); every operand is evaluated, and/or included, so each run any outcome could need is named."""
     select = run_selector(exp, where)
 
     from nlbandit.loops import LOOPS
@@ -713,7 +714,9 @@ def validate_claim(check: str, exp, where: str) -> None:
         if metric not in loop.metrics:
             what = "rewards" if metric == "reward" else f"{metric!r} curve"
             raise ConfigError(f"{metric}({label!r}): a {exp.loop} run stores no {what}")
-        select(label, case)
+        run = select(label, case)
+        if read is not None:
+            read.add(run.run_id)
         sampled = (np.arange(1, 3), np.ones((exp.phase_processes, 2)))  # (a spread refused for several processes)
         return np.array([exp.horizon]), np.ones((2, 1)), Timing(1.0, 1.0, 1.0, sampled)
 
@@ -721,6 +724,21 @@ def validate_claim(check: str, exp, where: str) -> None:
         evaluate_claim(check, fake, exp.horizon, grid_values(exp), claim_functions(exp.loop))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") if not str(e).startswith(where) else e from None
+
+
+def validate_claim(check: str, exp, where: str) -> None:
+    """Check syntax, functions and label/case references of a claim without any results."""
+    _evaluate_unrun(check, exp, where)
+
+
+def claimed_runs(exp) -> set[str]:
+    """The run ids that the claims of ``exp`` read (those it checks: a claim reading a case not run reads
+    nothing), found by evaluating each on stand-in curves (``[scales.X] series = "claimed"``)."""
+    read: set[str] = set()
+    for claim in exp.claims:
+        if not claim.missing:
+            _evaluate_unrun(claim.check, exp, f"claim {claim.name!r}", read)
+    return read
 
 
 def cases_read(check: str) -> set[str]:

@@ -17,7 +17,7 @@ from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.memory import check_memory
 from nlbandit.core.phases import PhaseRows
 from nlbandit.data.cache import DataError
-from nlbandit.experiments.claims import cases_read, phased_runs, validate_claim
+from nlbandit.experiments.claims import cases_read, claimed_runs, phased_runs, validate_claim
 from nlbandit.experiments.schema import (
     MAX_GRID,
     FileSpec,
@@ -104,7 +104,24 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
         raise ConfigError(f"{where}: select_time/update_time/phase_diff claims need a loop whose rounds have an act "
                           f"and an update phase; loop '{exp.loop}' has not")
+    if spec.scales.get(scale, {}).get("series") == "claimed":
+        _keep_claimed(exp, f"{where}: field 'scales.{scale}.series'")
     return exp
+
+
+def _keep_claimed(exp: Experiment, where: str) -> None:
+    """Leave out of ``exp`` the runs its claims do not read (with their tunings, and the labels left without a
+    run), naming them in ``exp.left_out``; refused where the claims read no run."""
+    read = claimed_runs(exp)
+    if not read:
+        raise ConfigError(f"{where} = 'claimed': no claim checked at scale {exp.scale!r} reads a run; "
+                          "leave the field out (every series runs)")
+    kept = [r for r in exp.runs if r.run_id in read]
+    exp.left_out = tuple(f"{r.label} ({r.case_label})" if r.case_label else r.label
+                         for r in exp.runs if r.run_id not in read)
+    exp.runs = kept
+    exp.tuning = [t for t in exp.tuning if any(r.run_id in read for r in t.reported)]
+    exp.labels = [label for label in exp.labels if any(r.label == label for r in kept)]
 
 
 def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, dict[str, str], list[str] | None]:

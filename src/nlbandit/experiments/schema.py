@@ -64,6 +64,8 @@ MAX_SEEDS = 2**32
 """The most repetitions: seeds 0..S−1 are uint32 (:func:`nlbandit.core.simulate.simulate`)."""
 MAX_GRID = 10_000
 """The most configurations one table's grid (the product of its list values) or one file may expand to."""
+SERIES_CHOICES = ("all", "claimed")
+"""``[scales.X] series``: every series' runs, or only those the scale's claims read."""
 _SCALE_KEYS = (
     Hyper("horizon", None, "number of rounds T", kind=int, low=1, optional=True),
     Hyper("seeds", None, "number of repetitions", kind=int, low=1, optional=True),
@@ -73,6 +75,8 @@ _SCALE_KEYS = (
           optional=True),
     Hyper("phase_processes", None, "the processes the runs timed apart are timed in, at this scale", kind=int, low=1,
           high=MAX_PHASE_PROCESSES, optional=True),
+    Hyper("series", "all", "'claimed': run only the runs this scale's claims read (a check, not a figure)", kind=str,
+          choices=SERIES_CHOICES),
 )
 OBJECTIVES = ("min-regret", "max-reward")
 """What tuning optimises: the mean final cumulative regret (minimised) or reward (maximised)."""

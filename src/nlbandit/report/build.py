@@ -583,6 +583,8 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
         *_data_lines(exp, env_cfgs.values()),
         *(["", f"Not tuned at this scale (`[scales.{exp.scale}] tune = false`): every series runs at its own "
            "hyperparameters, not at a tuned point."] if exp.untuned else []),
+        *(["", f"Only the runs this scale's claims read were run (`[scales.{exp.scale}] series = \"claimed\"`); "
+           f"left out: {', '.join(exp.left_out)}."] if exp.left_out else []),
         "",
         f"![{_regret_name(exp)}]({png.name})",
         "",
