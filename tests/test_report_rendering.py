@@ -120,7 +120,8 @@ def _replay_report(monkeypatch, tmp_path, claims, loop="replay"):
     """The markdown ``write_report`` renders for a one-row experiment of ``loop`` whose claims read ``claims``."""
     exp = SimpleNamespace(name="n", title="t", description="d", scale="full", horizon=3, n_seeds=2, full_seeds=2,
                           first_seed=0, loop=loop, ci=None, missing={}, untuned=False, diagnostics=[], plots=[],
-                          claims=[], tuning=[], curves=True, env_cases=[()], labels=["A"], paper="p", runs=[])
+                          claims=[], tuning=[], curves=True, env_cases=[()], labels=["A"], paper="p", runs=[],
+                          left_out=())
     cum = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, 3.0]])
     stored = SimpleNamespace(cum_regret=cum, rounds=np.arange(1, 4), batch_size=1, parts=1, compile_s=1.0, run_s=1.0,
                              phases=None, curves={"reward": cum, "events": cum * 5, "regret": cum})
