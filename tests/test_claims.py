@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from nlbandit.cli import main
 from nlbandit.core.hyper import ConfigError
-from nlbandit.experiments.claims import (ClaimResult, MissingCase, Timing, _median_rank, evaluate_claim,
-                                         t_quantile_975, traced_text)
+from nlbandit.experiments.claims import (
+    ClaimResult,
+    MissingCase,
+    Timing,
+    _median_rank,
+    evaluate_claim,
+    t_quantile_975,
+    traced_text,
+)
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.report.build import claim_verdict
 
@@ -378,3 +387,95 @@ def test_a_scale_of_claimed_series_is_refused_where_it_cannot_mean_anything(tmp_
         return
     with pytest.raises(ConfigError, match=message):
         load_experiment(path)
+
+
+STRATA = """
+title = "strata"
+horizon = 40
+seeds = 4
+
+[[env]]
+case = "mixed"
+name = "linear"
+d = 3
+k = 4
+noise_std = [0.1, 2.0]
+strata = "noise_std"
+
+[[policies]]
+label = "TS"
+name = "lin-ts"
+
+[[policies]]
+label = "U"
+name = "uniform"
+
+[[claims]]
+name = "ts-learns"
+text = "TS beats uniform play over both noise levels"
+check = "paired('TS', 'U', case='mixed') < 1e9"
+"""
+
+
+def test_a_stratified_field_shares_out_the_seeds_and_its_runs_are_read_as_one(tmp_path):
+    from nlbandit.report.build import load_rows
+    from nlbandit.store import Store
+
+    path = tmp_path / "strata.toml"
+    path.write_text(STRATA)
+    exp = load_experiment(path)
+    assert [(r.label, r.case_label, list(r.seeds)) for r in exp.runs] == [
+        ("TS", "case=mixed, noise_std=0.1", [0, 1]), ("TS", "case=mixed, noise_std=2.0", [2, 3]),
+        ("U", "case=mixed, noise_std=0.1", [0, 1]), ("U", "case=mixed, noise_std=2.0", [2, 3])]
+    assert exp.env_cases == [(("case", "mixed"),)] and exp.strata == ("noise_std",)
+    out, db = tmp_path / "rep", tmp_path / "r.duckdb"
+    assert main(["check", str(path), "--db", str(db), "--out", str(out), "--no-progress"]) == 0
+    # the same runs, each value a file of its own on its share of the seeds: the pooled curves are theirs
+    alone = []
+    for first, noise in ((0, 0.1), (2, 2.0)):
+        one = tmp_path / f"alone{first}.toml"
+        one.write_text(STRATA.replace("seeds = 4", f"seeds = 2\nfirst_seed = {first}").replace(
+            "noise_std = [0.1, 2.0]\nstrata = \"noise_std\"", f"noise_std = {noise}"))
+        assert main(["run", str(one), "--db", str(tmp_path / f"a{first}.duckdb"), "--out", str(out),
+                     "--no-progress"]) == 0
+        with Store(tmp_path / f"a{first}.duckdb") as store:
+            alone.append({r.run.label: r.stored.cum_regret for r in load_rows(load_experiment(one), store)})
+    with Store(db) as store:
+        rows = load_rows(exp, store)
+    assert [(r.run.label, r.run.case_label, r.run.n_seeds, len(r.parts)) for r in rows] == [
+        ("TS", "case=mixed", 4, 2), ("U", "case=mixed", 4, 2)]
+    for r in rows:
+        np.testing.assert_array_equal(r.stored.cum_regret, np.concatenate([a[r.run.label] for a in alone]))
+        assert r.run.env["noise_std"] == [0.1, 2.0] and r.stored.seeds == (0, 1, 2, 3)
+    md = (out / "strata.md").read_text()
+    assert md.count("| TS | case=mixed |") == 1 and "noise_std=0.1 |" not in md
+    listed = json.loads((out / "strata.runs.json").read_text())
+    assert [(e["label"], e["identity"]["env"]["noise_std"], e["sample_seeds"]) for e in listed] == [
+        ("TS", 0.1, [0, 1]), ("TS", 2.0, [2, 3]), ("U", 0.1, [0, 1]), ("U", 2.0, [2, 3])]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('strata = "noise_std"', 'strata = "d"', r"env\[0\]: field 'strata' = 'd' must name a list-valued field"),
+    ("seeds = 4", "seeds = 3", r"field 'strata' = 'noise_std': seeds = 3 at scale 'quick' is not a multiple of its 2"),
+    ('name = "lin-ts"', 'name = "lin-ts"\ntune = { alpha = [0.5, 1.0] }\n[tune]\nseeds = 2\n[[policies]]\nlabel = "X"\n'
+     'name = "uniform"', "'TS' is tuned, which a stratified case does not take"),
+    ("check = \"paired('TS', 'U', case='mixed') < 1e9\"", "check = \"runtime('TS', case='mixed') > 0\"",
+     "a claim reads a measured time, which a run pooled over the field 'strata' = 'noise_std' does not have"),
+])
+def test_a_stratified_field_is_refused_where_its_seeds_cannot_be_shared_out(tmp_path, old, new, message):
+    path = tmp_path / "strata.toml"
+    assert old in STRATA
+    path.write_text(STRATA.replace(old, new))
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(path)
+
+
+def test_a_scale_of_claimed_series_keeps_every_stratum_of_a_series_it_reads(tmp_path):
+    path = tmp_path / "strata.toml"
+    path.write_text(STRATA.replace("seeds = 4\n", 'seeds = 4\n[scales.quick]\nseries = "claimed"\n')
+                    + '\n[[policies]]\nlabel = "G"\nname = "greedy"\n')
+    exp = load_experiment(path)
+    assert sorted((r.label, r.case_label) for r in exp.runs) == [
+        ("TS", "case=mixed, noise_std=0.1"), ("TS", "case=mixed, noise_std=2.0"),
+        ("U", "case=mixed, noise_std=0.1"), ("U", "case=mixed, noise_std=2.0")]
+    assert exp.left_out == ("G (case=mixed)",) and exp.labels == ["TS", "U"]

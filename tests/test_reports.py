@@ -184,7 +184,7 @@ def _table_minutes(report: Path, text: str) -> float:
 
 def test_sim_minutes_count_a_batch_and_a_shared_run_once():
     def row(run_id, compile_s, run_s, batch_size):
-        return SimpleNamespace(run=SimpleNamespace(run_id=run_id),
+        return SimpleNamespace(run=SimpleNamespace(run_id=run_id), parts=(),
                                stored=SimpleNamespace(compile_s=compile_s, run_s=run_s, batch_size=batch_size))
     # run "a" (a batch of 2 that took 120 s) under two labels, run "b" alone 60 s: 60 s + 60 s
     assert _sim_minutes([row("a", 20, 100, 2), row("a", 20, 100, 2), row("b", 10, 50, 1)]) == pytest.approx(2.0)

@@ -17,9 +17,9 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from nlbandit.core.hyper import ConfigError
+from nlbandit.experiments.strata import reported_runs
 from nlbandit.plugins import ClaimFunction
 from nlbandit.theory import anytime_constant, ftrl_basis_regret, ftrl_mean_field_regret, ftrl_regret_bound
-
 
 
 class Timing(NamedTuple):
@@ -674,16 +674,18 @@ def _depth(node: ast.AST) -> int:
 
 def grid_values(exp) -> Callable[[str], list[Any]]:
     """``grid(key)``: the sorted values an environment grid key takes in ``exp``."""
-    return lambda key: sorted({dict(r.case)[key] for r in exp.runs if key in dict(r.case)})
+    return lambda key: sorted({dict(r.case)[key] for r in reported_runs(exp) if key in dict(r.case)})
 
 
 def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], Any]:
-    """``select(label, case) -> RunConfig``: the unique run of ``exp`` with that label and case."""
+    """``select(label, case) -> RunConfig``: the unique run of ``exp`` with that label and case (a stratified
+    case's runs pooled: :func:`~nlbandit.experiments.strata.reported_runs`)."""
+    runs = reported_runs(exp)
 
     def select(label: str, case: dict[str, Any]):
         if label not in exp.labels:
             raise ConfigError(f"{where}: unknown label {label!r}; labels: {', '.join(exp.labels)}")
-        own = [r for r in exp.runs if r.label == label]
+        own = [r for r in runs if r.label == label]
         keys = sorted({k for r in own for k in dict(r.case)})
         unknown = sorted(set(case) - set(keys))
         if unknown:

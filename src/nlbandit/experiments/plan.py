@@ -17,7 +17,8 @@ from nlbandit.core.hyper import ConfigError, Hyper
 from nlbandit.core.memory import check_memory
 from nlbandit.core.phases import PhaseRows
 from nlbandit.data.cache import DataError
-from nlbandit.experiments.claims import cases_read, claimed_runs, phased_runs, validate_claim
+from nlbandit.experiments import strata as stratified
+from nlbandit.experiments.claims import cases_read, claimed_runs, phased_runs, reads_times, validate_claim
 from nlbandit.experiments.schema import (
     MAX_GRID,
     FileSpec,
@@ -58,8 +59,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     """
     spec = read_file(path, scale, seeds)
     loop = LOOPS[spec.top["loop"]]
-    env_cases, missing, scale_cases = _cases(spec, loop, cases)
-    runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases)
+    env_cases, missing, scale_cases, shares = _cases(spec, loop, cases)
+    runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases, shares)
+    strata = tuple(sorted({field for _, _, field in shares.values()}))
     claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
                     "; ".join(f"case {g!r}: {missing[g]}"
                               for g in sorted(_cases_read(c["check"], f"{spec.where}: claims[{i}] field 'check'")
@@ -80,7 +82,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         runs=runs,
         claims=claims,
         labels=labels,
-        env_cases=[case for _, case in env_cases if scale_cases is None or dict(case).get("case") in scale_cases],
+        env_cases=list(dict.fromkeys(tuple((k, v) for k, v in case if k not in strata) for _, case in env_cases
+                                     if scale_cases is None or dict(case).get("case") in scale_cases)),
         plots=plots(raw.get("plots"), where),
         diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], where),
         loop=top["loop"],
@@ -93,6 +96,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         phase_rows=PhaseRows(top["select_rows"] or top["phase_rows"], top["phase_rows"]),
         phase_processes=spec.scales.get(scale, {}).get("phase_processes") or top["phase_processes"],
         missing=missing,
+        strata=strata,
     )
     for name in exp.plots + exp.diagnostics:
         plugins()[name].check(exp, where)
@@ -101,6 +105,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     for i, claim in zip([i for i, (_, at) in enumerate(spec.claims) if scale in at], claims):  # (the file's index)
         if not claim.missing:
             validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
+    if strata and any(reads_times(c.check) for c in claims):
+        raise ConfigError(f"{where}: a claim reads a measured time, which a run pooled over the field "
+                          f"'strata' = {strata[0]!r} does not have; time it in a file of its own")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
         raise ConfigError(f"{where}: select_time/update_time/phase_diff claims need a loop whose rounds have an act "
                           f"and an update phase; loop '{exp.loop}' has not")
@@ -116,21 +123,27 @@ def _keep_claimed(exp: Experiment, where: str) -> None:
     if not read:
         raise ConfigError(f"{where} = 'claimed': no claim checked at scale {exp.scale!r} reads a run; "
                           "leave the field out (every series runs)")
-    kept = [r for r in exp.runs if r.run_id in read]
+    shown = stratified.reported(exp)
+    kept_ids = {part.run_id for run, parts in shown if run.run_id in read for part in parts}
+    kept = [r for r in exp.runs if r.run_id in kept_ids]
     exp.left_out = tuple(f"{r.label} ({r.case_label})" if r.case_label else r.label
-                         for r in exp.runs if r.run_id not in read)
+                         for r, _ in shown if r.run_id not in read)
     exp.runs = kept
     exp.tuning = [t for t in exp.tuning if any(r.run_id in read for r in t.reported)]
     exp.labels = [label for label in exp.labels if any(r.label == label for r in kept)]
 
 
-def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, dict[str, str], list[str] | None]:
+def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
+           ) -> tuple[Cases, dict[str, str], list[str] | None, dict[tuple, tuple[int, int, str]]]:
     """The file's environment cases, built by ``loop``; the cases left out, by name, with why (a data set not in
-    the cache, or not among ``--cases``); and the case names this scale runs (None: all)."""
+    the cache, or not among ``--cases``); the case names this scale runs (None: all); and for each case of a
+    stratified table (``strata``, :mod:`nlbandit.experiments.strata`) its share of the seeds: (the value's
+    position i, the count G of values, the field)."""
     raw, top, where, horizon, n_seeds = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds
     scales, chosen = spec.scales, spec.scales.get(spec.scale, {})
     env_cases, every_case = [], []
     missing: dict[str, str] = {}  # case name -> why its data set is not available
+    shares: dict[tuple, tuple[int, int, str]] = {}
     for i, env_raw in enumerate(raw["env"] if isinstance(raw["env"], list) else [raw["env"]]):
         ewhere = f"{where}: env" + (f"[{i}]" if isinstance(raw["env"], list) else "")
         env_raw = dict(as_table(env_raw, f"{ewhere}"))
@@ -138,15 +151,23 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, 
         name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
         if isinstance(raw["env"], list) and name is None:
             raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
-        for env_cfg, varying in expand(env_raw, loop.fixed_env_fields(env_raw, ewhere), ewhere):
+        strata = Hyper("strata", None, "the grid field whose values share out the seeds", kind=str,
+                       optional=True).validate(env_raw.pop("strata", None), ewhere)
+        fixed = loop.fixed_env_fields(env_raw, ewhere)
+        if strata is not None and (strata in fixed or not isinstance(env_raw.get(strata), list)):
+            raise ConfigError(f"{ewhere}: field 'strata' = {strata!r} must name a list-valued field of this table "
+                              "(a grid whose values share out the seeds)")
+        for env_cfg, varying in expand(env_raw, fixed, ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
             every_case.append(case)
+            if strata is not None:
+                shares[case] = (env_raw[strata].index(varying[strata]), len(env_raw[strata]), strata)
             if isinstance(loop, NamesPaths):  # paths relative to the experiment file's folder
                 env_cfg = loop.locate(env_cfg, Path(os.path.abspath(spec.path)).parent)
             try:
                 env_cases.append((loop.case_env(env_cfg, horizon, n_seeds, top["record_points"], ewhere), case))
             except DataError as e:  # a real data set that is not in the cache: the other cases still run
-                if name is None or varying:
+                if name is None or set(varying) - {strata}:
                     raise ConfigError(str(e)) from None
                 missing[name] = f"data set not available: {e}"
     if len(set(every_case)) < len(every_case):
@@ -168,13 +189,14 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None) -> tuple[Cases, 
         scale_cases = list(cases)
         for name in sorted(n for n in names - set(cases) - set(missing) if n is not None):
             missing[name] = f"not selected: --cases {','.join(cases)} ran the others only"
-    return env_cases, missing, scale_cases
+    return env_cases, missing, scale_cases, shares
 
 
-def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
-          scale_cases: list[str] | None) -> tuple[list[RunConfig], list[str], list[Tuning]]:
-    """Every series' runs on its cases at this scale (a tuned series' stand-in run, its grid as a :class:`Tuning`),
-    the series' labels, and the tunings; refuses a batch of runs that would not fit in memory."""
+def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str], scale_cases: list[str] | None,
+          shares: dict[tuple, tuple[int, int, str]]) -> tuple[list[RunConfig], list[str], list[Tuning]]:
+    """Every series' runs on its cases at this scale (a tuned series' stand-in run, its grid as a :class:`Tuning`;
+    on a stratified case, its share of the seeds), the series' labels, and the tunings; refuses a batch of runs
+    that would not fit in memory."""
     raw, top, where, horizon, n_seeds, scale = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.scale
     tune = spec.tune
     xla = identity_flags()  # (the quick scale's, where the command set them)
@@ -218,6 +240,15 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                 raise ConfigError(f"{pwhere}: field 'label' {full_label!r} is used twice; labels must be unique")
             (labels if here else elsewhere).append(full_label)
             for env_cfg, case in series_cases:
+                first, size = spec.first_seed, n_seeds
+                if case in shares:
+                    i, count, field = shares[case]
+                    if n_seeds % count or (grid and not untuned):
+                        raise ConfigError(f"{where}: field 'strata' = {field!r}: " + (
+                            f"seeds = {n_seeds} at scale {scale!r} is not a multiple of its {count} values" if
+                            n_seeds % count else f"{full_label!r} is tuned, which a stratified case does not take"))
+                    size = n_seeds // count
+                    first += i * size
                 grid_points = [point for _, point in expand(grid, (), pwhere)] if grid else []
                 points = grid_points if grid and not untuned else [{}] + grid_points  # [0]: the series' run
                 configs = [loop.resolve_series(_reads_checked({**pol_cfg, **point}, top["loop"], unread, at), env_cfg,
@@ -226,12 +257,12 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                            for at in [f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")")]]
                 if not here:
                     continue
-                reported = [RunConfig(full_label, case, e, r, horizon, n_seeds, top["record_points"], top["loop"],
-                                      spec.first_seed, xla) for e, r in configs]
+                reported = [RunConfig(full_label, case, e, r, horizon, size, top["record_points"], top["loop"],
+                                      first, xla) for e, r in configs]
                 runs.append(reported[0])  # a tuned series' stand-in until its point is chosen
                 if len(runs) > MAX_GRID:
                     raise ConfigError(f"{where}: the file expands to more than {MAX_GRID} runs")
-                account("", full_label, *configs[0], n_seeds)
+                account("", full_label, *configs[0], size)
                 if grid and not untuned:
                     tunings.append(Tuning(full_label, case, tuple(points), tuple(
                         RunConfig(full_label, case, e, r, horizon, tune["seeds"], top["record_points"], top["loop"],

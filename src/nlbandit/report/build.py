@@ -22,14 +22,24 @@ from scipy import stats
 from nlbandit import __version__, machine
 from nlbandit.atomic import write_bytes, write_files
 from nlbandit.core.phases import PhaseRows
-from nlbandit.experiments.claims import (TIME_FUNCTIONS, ClaimResult, MissingCase, Timing, evaluate_claim, grid_values,
-                                         reads_times, run_selector, traced_text)
+from nlbandit.experiments.claims import (
+    TIME_FUNCTIONS,
+    ClaimResult,
+    MissingCase,
+    Timing,
+    evaluate_claim,
+    grid_values,
+    reads_times,
+    run_selector,
+    traced_text,
+)
 from nlbandit.experiments.power import verdict_rates
 from nlbandit.experiments.spec import Experiment, RunConfig
+from nlbandit.experiments.strata import pooled, reported
 from nlbandit.experiments.tuning import TuningResult
 from nlbandit.loops import LOOPS
-from nlbandit.provenance import package_hash
 from nlbandit.plugins import Diagnostic, Panel, claim_functions, of_kind
+from nlbandit.provenance import package_hash
 from nlbandit.report.runlist import run_list, run_list_path, stored_digests
 from nlbandit.store import Store, StoredRun
 
@@ -62,6 +72,7 @@ class Row:
     run: RunConfig
     stored: StoredRun
     digest: str
+    parts: tuple["Row", ...] = ()  # a stratified case's runs, pooled in this one (nlbandit.experiments.strata)
 
     @property
     def final(self) -> np.ndarray:
@@ -94,7 +105,15 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     stored = store.load_many([(r.series_id, r.seeds) for r in exp.runs])
-    return [Row(r, s, d) for r, s, d in zip(exp.runs, stored, stored_digests(store, exp.runs))]
+    rows = {r.run_id: Row(r, s, d) for r, s, d in zip(exp.runs, stored, stored_digests(store, exp.runs))}
+    out = []
+    for run, parts in reported(exp):
+        if parts == (run,):
+            out.append(rows[run.run_id])
+            continue
+        own = tuple(rows[p.run_id] for p in parts)
+        out.append(Row(run, pooled(run, [r.stored for r in own]), "", own))
+    return out
 
 
 def claim_curves(exp: Experiment, rows: list[Row]) -> Callable[..., tuple]:
@@ -451,10 +470,15 @@ def _of_full(exp: Experiment) -> str:
     return f" of the full scale's {exp.full_seeds}" if exp.n_seeds < exp.full_seeds else ""
 
 
+def _computed(rows: list[Row]) -> list[Row]:
+    """The rows of the runs computed for ``rows``: a pooled row's parts, any other row itself."""
+    return [part for r in rows for part in (r.parts or (r,))]
+
+
 def _sim_minutes(rows: list[Row]) -> float:
     """Minutes of compile and run time behind ``rows``: a batch's time counted once, and a run that several rows
     show (one configuration under several labels) once."""
-    runs = {r.run.run_id: r.stored for r in rows}
+    runs = {part.run.run_id: part.stored for part in _computed(rows)}
     return sum((s.compile_s + s.run_s) / s.batch_size for s in runs.values()) / 60
 
 
@@ -646,7 +670,8 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
               f"`{run_list_path(md).name}` (`nlbandit results revalidate --reports` recomputes those two seeds under "
               "changed code and, when the digests hold, brings this report's code hashes up to date)."]
     staged = _STAGED.get()
-    staged[run_list_path(md)] = run_list([r.run for r in rows], [r.digest for r in rows]).encode()
+    computed = _computed(rows)
+    staged[run_list_path(md)] = run_list([r.run for r in computed], [r.digest for r in computed]).encode()
     staged[md] = ("\n".join(lines) + "\n").encode()
     return md, claims
 
