@@ -20,6 +20,7 @@ from nlbandit.experiments.claims import (
     traced_text,
 )
 from nlbandit.experiments.plan import load_experiment
+from nlbandit.experiments.strata import reported_runs
 from nlbandit.report.build import claim_verdict
 
 ROUNDS = np.array([50, 100])
@@ -427,7 +428,7 @@ def test_a_stratified_field_shares_out_the_seeds_and_its_runs_are_read_as_one(tm
     assert [(r.label, r.case_label, list(r.seeds)) for r in exp.runs] == [
         ("TS", "case=mixed, noise_std=0.1", [0, 1]), ("TS", "case=mixed, noise_std=2.0", [2, 3]),
         ("U", "case=mixed, noise_std=0.1", [0, 1]), ("U", "case=mixed, noise_std=2.0", [2, 3])]
-    assert exp.env_cases == [(("case", "mixed"),)] and exp.strata == ("noise_std",)
+    assert exp.env_cases == [(("case", "mixed"),)] and set(exp.strata.values()) == {"noise_std"}
     out, db = tmp_path / "rep", tmp_path / "r.duckdb"
     assert main(["check", str(path), "--db", str(db), "--out", str(out), "--no-progress"]) == 0
     # the same runs, each value a file of its own on its share of the seeds: the pooled curves are theirs
@@ -460,7 +461,8 @@ def test_a_stratified_field_shares_out_the_seeds_and_its_runs_are_read_as_one(tm
     ('name = "lin-ts"', 'name = "lin-ts"\ntune = { alpha = [0.5, 1.0] }\n[tune]\nseeds = 2\n[[policies]]\nlabel = "X"\n'
      'name = "uniform"', "'TS' is tuned, which a stratified case does not take"),
     ("check = \"paired('TS', 'U', case='mixed') < 1e9\"", "check = \"runtime('TS', case='mixed') > 0\"",
-     "a claim reads a measured time, which a run pooled over the field 'strata' = 'noise_std' does not have"),
+     r"a claim reads the measured time of 'TS' on case \(\('case', 'mixed'\),\), whose runs are pooled over the "
+     "field 'strata' = 'noise_std'"),
 ])
 def test_a_stratified_field_is_refused_where_its_seeds_cannot_be_shared_out(tmp_path, old, new, message):
     path = tmp_path / "strata.toml"
@@ -479,3 +481,57 @@ def test_a_scale_of_claimed_series_keeps_every_stratum_of_a_series_it_reads(tmp_
         ("TS", "case=mixed, noise_std=0.1"), ("TS", "case=mixed, noise_std=2.0"),
         ("U", "case=mixed, noise_std=0.1"), ("U", "case=mixed, noise_std=2.0")]
     assert exp.left_out == ("G (case=mixed)",) and exp.labels == ["TS", "U"]
+
+
+PLAIN = """
+[[env]]
+case = "plain"
+name = "linear"
+d = 3
+k = 4
+noise_std = [0.1, 2.0]
+"""
+
+
+def test_a_stratified_field_pools_its_own_table_only(tmp_path):
+    # another table's grid over the same field stays a grid of cases (it was pooled too, its seeds counted twice)
+    path = tmp_path / "strata.toml"
+    path.write_text(STRATA.replace("[[policies]]", PLAIN + "\n[[policies]]", 1))
+    exp = load_experiment(path)
+    shown = [(r.label, r.case_label, r.n_seeds) for r in reported_runs(exp)]
+    assert shown[:3] == [("TS", "case=mixed", 4), ("TS", "case=plain, noise_std=0.1", 4),
+                         ("TS", "case=plain, noise_std=2.0", 4)]
+    assert exp.env_cases == [(("case", "mixed"),), (("case", "plain"), ("noise_std", 0.1)),
+                             (("case", "plain"), ("noise_std", 2.0))]
+    # a time read on the plain case is a time of its own
+    path.write_text(path.read_text() + "\n[[claims]]\nname = \"t\"\ntext = \"t\"\n"
+                    "check = \"runtime('TS', case='plain', noise_std=0.1) > 0\"\n")
+    assert load_experiment(path).strata == {(("case", "mixed"), ("noise_std", 0.1)): "noise_std",
+                                            (("case", "mixed"), ("noise_std", 2.0)): "noise_std"}
+
+
+def test_a_series_on_some_values_of_a_stratified_field_is_refused(tmp_path):
+    # one stratum's runs were shown as the whole case: 2 seeds of noise 2.0 against TS's 4 (a broadcast error)
+    path = tmp_path / "strata.toml"
+    path.write_text(STRATA.replace('name = "uniform"', 'name = "uniform"\nonly = { noise_std = 2.0 }'))
+    with pytest.raises(ConfigError, match=r"policies\[1\]: field 'only' keeps 1 of the 2 values of the stratified "
+                                          r"field 'noise_std'"):
+        load_experiment(path)
+
+
+def test_a_scale_of_claimed_series_reads_the_cases_that_run_of_a_claim_that_also_reads_one_that_does_not(tmp_path):
+    # (a claim reading a case not run was skipped: U's run on 'mixed' was left out, and the check stopped with
+    # "unknown label 'U'")
+    path = tmp_path / "strata.toml"
+    two = STRATA.replace("seeds = 4\n", 'seeds = 4\n[scales.quick]\nseries = "claimed"\n').replace(
+        "[[policies]]", PLAIN + "\n[[policies]]", 1).replace(
+        "check = \"paired('TS', 'U', case='mixed') < 1e9\"",
+        "check = \"paired('TS', 'U', case='mixed') < 1e9 or regret('TS', case='plain', noise_std=0.1) > 0\"")
+    path.write_text(two)
+    exp = load_experiment(path, cases=["mixed"])
+    assert exp.claims[0].missing and sorted({r.label for r in exp.runs}) == ["TS", "U"]
+    assert exp.env_cases == [(("case", "mixed"),)]
+    path.write_text(two.replace("< 1e9 or regret('TS', case='plain', noise_std=0.1) > 0", "< 1e9"))
+    with pytest.raises(ConfigError, match=r"no claim checked at scale 'quick' reads a run this command runs \(not "
+                                          r"run: case 'mixed'\)"):
+        load_experiment(path, cases=["plain"])

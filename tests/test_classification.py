@@ -239,3 +239,38 @@ def test_row_hashes_agree_between_numpy_and_jax():
     x = np.random.default_rng(2).normal(size=(50, 33))
     np.testing.assert_array_equal(np.asarray(row_hashes(jax.numpy.asarray(x))), row_hashes(x))
     assert np.unique(row_hashes(x)).size == 50
+
+
+STRATIFIED_DATA = """
+title = "data sets as strata"
+horizon = 20
+seeds = 4
+[[env]]
+case = "both"
+name = "classification"
+dataset = ["toy3", "twins"]
+strata = "dataset"
+[[policies]]
+label = "uniform"
+name = "uniform"
+[[claims]]
+name = "bounded"
+text = "regret at most T"
+check = "regret('uniform', case='both') <= T"
+"""
+
+
+def test_data_sets_as_strata_are_reported_as_one_case_and_refused_together_when_one_is_absent(toy, capsys):
+    # a pooled run's environment holds the list of data sets: the report's data lines read its parts' (it crashed)
+    path = toy / "exp.toml"
+    path.write_text(STRATIFIED_DATA)
+    assert [(dict(r.case)["dataset"], list(r.seeds)) for r in load_experiment(path).runs] == [
+        ("toy3", [0, 1]), ("twins", [2, 3])]
+    assert main(["check", str(path), "--db", str(toy / "r.duckdb"), "--out", str(toy / "rep"), "--no-progress"]) == 0
+    report = (toy / "rep" / "exp.md").read_text()
+    assert "toy3: 40 rows" in report and "twins: 4 rows" in report and "(2 computations)" in report
+    assert "dataset=toy3 |" not in report and "dataset=['toy3', 'twins']" in report
+    # half a stratified case is not run: the whole case is missing (its present half ran as 'case=both' on 2 seeds)
+    path.write_text(STRATIFIED_DATA.replace('"twins"]', '"absent"]'))
+    exp = load_experiment(path)
+    assert exp.runs == [] and list(exp.missing) == ["both"] and exp.claims[0].missing

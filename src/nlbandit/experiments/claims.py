@@ -704,7 +704,8 @@ def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], A
 
 def _evaluate_unrun(check: str, exp, where: str, read: set[str] | None = None) -> None:
     """Evaluate claim ``check`` of ``exp`` on stand-in curves, every run it names resolved (and its id added to
-    ``read``); every operand is evaluated, and/or included, so each run any outcome could need is named."""
+    ``read``, a case not run read as missing); every operand is evaluated, and/or included, so each run any
+    outcome could need is named."""
     select = run_selector(exp, where)
 
     from nlbandit.loops import LOOPS
@@ -716,6 +717,8 @@ def _evaluate_unrun(check: str, exp, where: str, read: set[str] | None = None) -
         if metric not in loop.metrics:
             what = "rewards" if metric == "reward" else f"{metric!r} curve"
             raise ConfigError(f"{metric}({label!r}): a {exp.loop} run stores no {what}")
+        if read is not None and case.get("case") in exp.missing:
+            raise MissingCase(case["case"])
         run = select(label, case)
         if read is not None:
             read.add(run.run_id)
@@ -734,11 +737,12 @@ def validate_claim(check: str, exp, where: str) -> None:
 
 
 def claimed_runs(exp) -> set[str]:
-    """The run ids that the claims of ``exp`` read (those it checks: a claim reading a case not run reads
-    nothing), found by evaluating each on stand-in curves (``[scales.X] series = "claimed"``)."""
+    """The run ids that the claims of ``exp`` read (those it evaluates: an unchecked claim reads nothing, one that
+    reads a case not run reads the others), found by evaluating each on stand-in curves (``[scales.X] series =
+    "claimed"``)."""
     read: set[str] = set()
     for claim in exp.claims:
-        if not claim.missing:
+        if not claim.unchecked:
             _evaluate_unrun(claim.check, exp, f"claim {claim.name!r}", read)
     return read
 

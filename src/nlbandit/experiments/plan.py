@@ -18,7 +18,7 @@ from nlbandit.core.memory import check_memory
 from nlbandit.core.phases import PhaseRows
 from nlbandit.data.cache import DataError
 from nlbandit.experiments import strata as stratified
-from nlbandit.experiments.claims import cases_read, claimed_runs, phased_runs, reads_times, validate_claim
+from nlbandit.experiments.claims import cases_read, claimed_runs, phased_runs, timed_runs, validate_claim
 from nlbandit.experiments.schema import (
     MAX_GRID,
     FileSpec,
@@ -61,7 +61,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     loop = LOOPS[spec.top["loop"]]
     env_cases, missing, scale_cases, shares = _cases(spec, loop, cases)
     runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases, shares)
-    strata = tuple(sorted({field for _, _, field in shares.values()}))
+    strata = {case: field for case, (_, _, field) in shares.items()}
     claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
                     "; ".join(f"case {g!r}: {missing[g]}"
                               for g in sorted(_cases_read(c["check"], f"{spec.where}: claims[{i}] field 'check'")
@@ -82,7 +82,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         runs=runs,
         claims=claims,
         labels=labels,
-        env_cases=list(dict.fromkeys(tuple((k, v) for k, v in case if k not in strata) for _, case in env_cases
+        env_cases=list(dict.fromkeys(tuple((k, v) for k, v in case if k != strata.get(case)) for _, case in env_cases
                                      if scale_cases is None or dict(case).get("case") in scale_cases)),
         plots=plots(raw.get("plots"), where),
         diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], where),
@@ -105,9 +105,13 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     for i, claim in zip([i for i, (_, at) in enumerate(spec.claims) if scale in at], claims):  # (the file's index)
         if not claim.missing:
             validate_claim(claim.check, exp, f"{where}: claims[{i}] field 'check'")
-    if strata and any(reads_times(c.check) for c in claims):
-        raise ConfigError(f"{where}: a claim reads a measured time, which a run pooled over the field "
-                          f"'strata' = {strata[0]!r} does not have; time it in a file of its own")
+    timed = timed_runs(exp) if strata else set()
+    pooled_timed = [r for r in exp.runs if r.case in strata and r.run_id in timed]
+    if pooled_timed:
+        r = pooled_timed[0]
+        raise ConfigError(f"{where}: a claim reads the measured time of {r.label!r} on case "
+                          f"{stratified.reduced_case(exp, r.case)}, whose runs are pooled over the field 'strata' = "
+                          f"{strata[r.case]!r} and have no time of their own; time it on a case of its own")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
         raise ConfigError(f"{where}: select_time/update_time/phase_diff claims need a loop whose rounds have an act "
                           f"and an update phase; loop '{exp.loop}' has not")
@@ -121,8 +125,9 @@ def _keep_claimed(exp: Experiment, where: str) -> None:
     run), naming them in ``exp.left_out``; refused where the claims read no run."""
     read = claimed_runs(exp)
     if not read:
-        raise ConfigError(f"{where} = 'claimed': no claim checked at scale {exp.scale!r} reads a run; "
-                          "leave the field out (every series runs)")
+        raise ConfigError(f"{where} = 'claimed': no claim checked at scale {exp.scale!r} reads a run this command "
+                          "runs" + (f" (not run: case {', case '.join(map(repr, exp.missing))})" if exp.missing else "")
+                          + "; leave the field out (every series runs)")
     shown = stratified.reported(exp)
     kept_ids = {part.run_id for run, parts in shown if run.run_id in read for part in parts}
     kept = [r for r in exp.runs if r.run_id in kept_ids]
@@ -131,6 +136,7 @@ def _keep_claimed(exp: Experiment, where: str) -> None:
     exp.runs = kept
     exp.tuning = [t for t in exp.tuning if any(r.run_id in read for r in t.reported)]
     exp.labels = [label for label in exp.labels if any(r.label == label for r in kept)]
+    exp.env_cases = [c for c in exp.env_cases if any(stratified.reduced_case(exp, r.case) == c for r in kept)]
 
 
 def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
@@ -157,6 +163,7 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
         if strata is not None and (strata in fixed or not isinstance(env_raw.get(strata), list)):
             raise ConfigError(f"{ewhere}: field 'strata' = {strata!r} must name a list-valued field of this table "
                               "(a grid whose values share out the seeds)")
+        start = len(env_cases)
         for env_cfg, varying in expand(env_raw, fixed, ewhere):
             case = (("case", name),) * (name is not None) + tuple(sorted(varying.items()))
             every_case.append(case)
@@ -170,6 +177,8 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
                 if name is None or set(varying) - {strata}:
                     raise ConfigError(str(e)) from None
                 missing[name] = f"data set not available: {e}"
+        if strata is not None and name in missing:  # a stratified case runs all its values or none
+            del env_cases[start:]
     if len(set(every_case)) < len(every_case):
         raise ConfigError(f"{where}: field 'case': the [[env]] cases must have distinct names")
     names = {dict(case).get("case") for _, case in env_cases} | set(missing)
@@ -223,6 +232,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
         series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
                         if scale_cases is None or dict(case).get("case") in scale_cases]
+        _all_strata(series_cases, env_cases, shares, pwhere)
         here = scale in scales_field(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         unread = _unread_field(p.pop("unread", None), pwhere)
         grid = tune and tune["grid"]
@@ -273,6 +283,24 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else ""), where)
     return runs, labels, tunings
+
+
+def _all_strata(series_cases: Cases, env_cases: Cases, shares: dict[tuple, tuple[int, int, str]], where: str) -> None:
+    """Refuse a series (``only = {...}``) that runs some but not all values of a stratified table's field."""
+    def counts(cases: Cases) -> dict[tuple, int]:
+        out: dict[tuple, int] = {}
+        for _, case in cases:
+            if case in shares:
+                key = tuple((k, v) for k, v in case if k != shares[case][2])
+                out[key] = out.get(key, 0) + 1
+        return out
+
+    whole = counts(env_cases)
+    for key, n in counts(series_cases).items():
+        if n < whole[key]:
+            field = next(shares[c][2] for _, c in series_cases if c in shares)
+            raise ConfigError(f"{where}: field 'only' keeps {n} of the {whole[key]} values of the stratified field "
+                              f"{field!r} (case {key}); a series on a stratified case runs all of them")
 
 
 def _cases_read(check: str, where: str) -> set[str]:

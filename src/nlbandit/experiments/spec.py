@@ -176,7 +176,7 @@ class Experiment:
     # (:func:`nlbandit.experiments.tuning.tune_experiment`)
     untuned: bool = False  # the file tunes, but not at this scale ([scales.<scale>] tune = false)
     missing: dict[str, str] = field(default_factory=dict)  # [[env]] case name -> why its data set is unavailable
-    strata: tuple[str, ...] = ()  # the environment grid fields whose values share out the seeds ([[env]] strata;
-    # nlbandit.experiments.strata)
+    strata: dict[tuple, str] = field(default_factory=dict)  # a stratified table's case -> its field, whose values
+    # share out the seeds ([[env]] strata; nlbandit.experiments.strata)
     left_out: tuple[str, ...] = ()  # the runs no claim reads, not run at this scale ([scales.<scale>] series =
     # "claimed"), as "label (case)"

@@ -20,28 +20,30 @@ from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.store import StoredRun
 
 
-def _reduced(run: RunConfig, strata: tuple[str, ...]) -> tuple:
-    """The case of ``run`` less the stratified fields."""
-    return tuple((k, v) for k, v in run.case if k not in strata)
+def reduced_case(exp: Experiment, case: tuple) -> tuple:
+    """Environment case ``case`` of ``exp`` as claims and reports name it: less its table's stratified field."""
+    field = exp.strata.get(case)
+    return case if field is None else tuple((k, v) for k, v in case if k != field)
 
 
 def reported(exp: Experiment) -> list[tuple[RunConfig, tuple[RunConfig, ...]]]:
     """Each run as claims and reports read it, in the order of :attr:`Experiment.runs`, with the runs computed
-    for it: a run stands for itself; the runs of a stratified case (one per value of its ``strata`` field) stand
-    for one run over all their seeds, its environment holding the list of values."""
+    for it: a run stands for itself; the runs of a stratified case (one per value of its table's ``strata`` field,
+    all of them: :mod:`~nlbandit.experiments.plan` refuses fewer) stand for one run over all their seeds, its
+    environment holding the list of values."""
     if not exp.strata:
         return [(run, (run,)) for run in exp.runs]
     groups: dict[tuple, list[RunConfig]] = {}
     for run in exp.runs:
-        groups.setdefault((run.label, _reduced(run, exp.strata)), []).append(run)
+        groups.setdefault((run.label, reduced_case(exp, run.case)), []).append(run)
     out = []
     for (_, case), parts in groups.items():
         first = parts[0]
-        if len(parts) == 1 and case == first.case:
+        field = exp.strata.get(first.case)
+        if field is None:
             out.append((first, (first,)))
             continue
-        keys = [k for k, _ in first.case if k in exp.strata]
-        env = {**first.env, **{k: [dict(p.case)[k] for p in parts] for k in keys}}
+        env = {**first.env, field: [dict(p.case)[field] for p in parts]}
         out.append((replace(first, case=case, env=env, n_seeds=sum(p.n_seeds for p in parts),
                             seed_offset=first.seed_offset), tuple(parts)))
     return out

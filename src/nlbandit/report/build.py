@@ -534,9 +534,9 @@ def grid_edges(points: Sequence[dict[str, Any]], chosen: int) -> list[tuple[str,
 
 def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
     """For runs on real data: the bytes one seed needs (the environment's arrays, the chosen arms and curves,
-    the policy's state and working arrays), by run."""
+    the policy's state and working arrays), by run (a pooled run's largest part's)."""
     loop = LOOPS[exp.loop]
-    mine = [r for r in rows if loop.data_sources(r.run.env)]
+    mine = [r for r in rows if any(loop.data_sources(p.run.env) for p in (r.parts or (r,)))]
     if not mine:
         return []
     lines = ["", "## Memory per seed", "",
@@ -544,9 +544,9 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
              "it, with the working arrays it declares: nlbandit.core.memory); data shared by every seed (the data "
              "set itself) not.", "",
              "| policy | case | MB per seed |", "|---|---|---:|"]
-    for r in mine:
-        parts = loop.memory(r.run.env, r.run.policy, r.run.horizon, 1, r.run.record_points)
-        per_seed = sum(v for k, v in parts.items() if "(shared)" not in k)
+    for r in mine:  # (a pooled row: its largest part's)
+        per_seed = max(sum(v for k, v in loop.memory(run.env, run.policy, run.horizon, 1, run.record_points).items()
+                           if "(shared)" not in k) for run in (p.run for p in (r.parts or (r,))))
         lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {per_seed / 2**20:.1f} |")
     return lines
 
@@ -604,7 +604,7 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
         f"seeds {exp.first_seed}..{exp.first_seed + exp.n_seeds - 1}, common random numbers across policies); "
         f"{_sim_minutes(rows):.1f} min of simulation (compile + run, summed over the rows below). Environment: "
         + "; ".join(f"`{_hyper_text(c)}` ({c['name']})" for c in env_cfgs.values()) + ".",
-        *_data_lines(exp, env_cfgs.values()),
+        *_data_lines(exp, [r.run.env for r in _computed(rows)]),
         *(["", f"Not tuned at this scale (`[scales.{exp.scale}] tune = false`): every series runs at its own "
            "hyperparameters, not at a tuned point."] if exp.untuned else []),
         *(["", f"Only the runs this scale's claims read were run (`[scales.{exp.scale}] series = \"claimed\"`); "
