@@ -193,3 +193,21 @@ def test_regret_accounting_zero_for_the_oracle_and_in_unit_steps_otherwise(laten
     step = means.max(axis=1) - means[np.arange(horizon), np.asarray(res.arms[0])]
     assert np.all((step >= 0) & (step <= 1)) and step.max() > 0
     np.testing.assert_allclose(res.cum_regret[0], np.cumsum(step)[res.rounds - 1], rtol=1e-9)
+
+
+def test_report_diagnostic_of_a_stratified_case_reads_each_seed_on_its_own_value(tmp_path):
+    # (it read the first run of a case, and a stratified case has none of its own: StopIteration)
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.models.mlp import MLP
+    from nlbandit.models.ntk import realized_effective_dimension
+    from nlbandit.policies.neurallog import lambda0
+    from nlbandit.policies.neurallog_report import effective_dimensions
+
+    path = tmp_path / "e.toml"
+    path.write_text(DIAGNOSED.format(d=4).replace("pool = 10\n", 'pool = [10, 500]\nstrata = "pool"\n'))
+    (label, values), _ = effective_dimensions(load_experiment(path))
+    lam0 = float(lambda0(2, 1.0, 0.05, 1.0))
+    direct = [realized_effective_dimension(nb.make_env("latent", d=4, k=3, pool=pool), s, 40, MLP(4, 20, 2), lam0)
+              for pool, s in ((10, 0), (500, 1))]
+    assert label == "case=small"
+    np.testing.assert_allclose(values, direct, rtol=1e-12)

@@ -22,16 +22,19 @@ def effective_dimensions(exp: Any) -> list[tuple[str, np.ndarray]]:
     """(case label, realised d̃ per reported seed) for every environment case of ``exp``: spec 001 §4.4's
     log det((R/λ₀)H̃ + I) over the T·K presented contexts, gradients at the symmetric θ₀ of the L = 2, m = 20
     network, λ₀ of δ = 0.05, S = 1, C1 = 1 (:func:`~nlbandit.models.ntk.realized_effective_dimension`)."""
-    from nlbandit.loops.bandit import BanditLoop  # the loops import the policy registry, which finds this module
+    from nlbandit.experiments.strata import reported  # (both import the policy registry, which finds this module)
+    from nlbandit.loops.bandit import BanditLoop
 
     lam0 = float(lambda0(EFFECTIVE_DIMENSION_NETWORK.depth, 1.0, 0.05, 1.0))
     out = []
     for case in exp.env_cases:
-        run = next(r for r in exp.runs if r.case == case)
-        env = BanditLoop().build([run])[0]
-        arch = EFFECTIVE_DIMENSION_NETWORK._replace(d=env.spec.d)
-        out.append((run.case_label, np.array([realized_effective_dimension(env, s, exp.horizon, arch, lam0)
-                                              for s in run.seeds])))
+        run, parts = next((r, parts) for r, parts in reported(exp) if r.case == case)  # (a stratified case: its parts)
+        values = []
+        for part in parts:
+            env = BanditLoop().build([part])[0]
+            arch = EFFECTIVE_DIMENSION_NETWORK._replace(d=env.spec.d)
+            values += [realized_effective_dimension(env, s, exp.horizon, arch, lam0) for s in part.seeds]
+        out.append((run.case_label, np.array(values)))
     return out
 
 
