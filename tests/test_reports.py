@@ -164,7 +164,8 @@ def test_scale_table_agrees_with_the_reports():
 
 def _table_minutes(report: Path, text: str) -> float:
     """Minutes of simulation from the results table in ``report``'s ``text``, a run counted once however many rows
-    show it (rows whose run list entries have one identity): each row's (compile s + run s) / its batch size."""
+    show it (rows whose run list entries have one identity; a row pooling a stratified case's runs, which holds
+    each part's share of its batch, by its own label and case): each row's (compile s + run s) / its batch size."""
     identity = {(e["label"], ", ".join(f"{k}={v}" for k, v in e["case"]) or "—"): json.dumps(e["identity"],
                                                                                          sort_keys=True)
                 for e in json.loads(run_list_path(report).read_text(encoding="utf-8"))}
@@ -175,7 +176,8 @@ def _table_minutes(report: Path, text: str) -> float:
         elif header and line.startswith("| ") and "compile s" in header:
             cells = dict(zip(header, (c.strip() for c in line.strip().strip("|").split("|"))))
             batch = re.search(r"batch of (\d+)", cells["compile s"])
-            seconds[identity[cells["policy"], cells.get("case", "—")]] = (
+            key = cells["policy"], cells.get("case", "—")
+            seconds[identity.get(key, key)] = (  # (a row pooling a stratified case's runs: none of its own)
                 (float(cells["compile s"].split()[0]) + float(cells["run s"])) / (int(batch.group(1)) if batch else 1))
         elif not line.startswith("|"):
             header = None
