@@ -171,7 +171,7 @@ def test_named_env_cases_and_links_from_the_environment(tmp_path):
     MOR-UCB's λ follows it (4K²/κ: 4 for the identity link, 1.2715 for the logistic)."""
     from nlbandit.experiments.plan import load_experiment
 
-    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
+    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml", "full")  # (the quick scale: claimed only)
     assert {dict(r.case)["case"] for r in exp.runs} == {"low", "mixed", "high", "decaying", "arm"}
     for r in exp.runs:
         assert r.policy.get("link", "identity") == r.env["link"] == dict(r.case)["link"]
@@ -208,7 +208,7 @@ def test_series_restricted_to_cases(tmp_path):
     filter that matches nothing is an error naming the field."""
     from nlbandit.experiments.plan import load_experiment
 
-    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml")
+    exp = load_experiment("experiments/zhao2023/heteroscedastic.toml", "full")  # (the quick scale: claimed only)
     oful = [dict(r.case) for r in exp.runs if r.label == "weighted OFUL"]
     assert len(oful) == 5 and {c["link"] for c in oful} == {"identity"}
     assert sum(r.label == "MOR-UCB" for r in exp.runs) == 10
