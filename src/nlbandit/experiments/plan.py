@@ -121,8 +121,8 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
 
 
 def _keep_claimed(exp: Experiment, where: str) -> None:
-    """Leave out of ``exp`` the runs its claims do not read (with their tunings, and the labels left without a
-    run), naming them in ``exp.left_out``; refused where the claims read no run."""
+    """Leave out of ``exp`` the runs its claims do not read (with their tunings, and the labels and environment
+    cases left without a run), naming them in ``exp.left_out``; refused where the claims read no run."""
     read = claimed_runs(exp)
     if not read:
         raise ConfigError(f"{where} = 'claimed': no claim checked at scale {exp.scale!r} reads a run this command "

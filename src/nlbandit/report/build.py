@@ -536,7 +536,7 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
     """For runs on real data: the bytes one seed needs (the environment's arrays, the chosen arms and curves,
     the policy's state and working arrays), by run (a pooled run's largest part's)."""
     loop = LOOPS[exp.loop]
-    mine = [r for r in rows if any(loop.data_sources(p.run.env) for p in (r.parts or (r,)))]
+    mine = [r for r in rows if any(loop.data_sources(p.run.env) for p in _computed([r]))]
     if not mine:
         return []
     lines = ["", "## Memory per seed", "",
@@ -546,7 +546,7 @@ def _memory_lines(exp: Experiment, rows: list[Row]) -> list[str]:
              "| policy | case | MB per seed |", "|---|---|---:|"]
     for r in mine:  # (a pooled row: its largest part's)
         per_seed = max(sum(v for k, v in loop.memory(run.env, run.policy, run.horizon, 1, run.record_points).items()
-                           if "(shared)" not in k) for run in (p.run for p in (r.parts or (r,))))
+                           if "(shared)" not in k) for run in (p.run for p in _computed([r])))
         lines.append(f"| {r.run.label} | {r.run.case_label or '—'} | {per_seed / 2**20:.1f} |")
     return lines
 
