@@ -278,3 +278,17 @@ def test_two_comparisons_of_one_pair_keep_their_own_margins():
     curves = lambda label, case, metric="regret": (np.array([10]), final[label][:, None], None)  # noqa: E731
     found = paired_differences("paired('A', 'B') <= -20 or paired('A', 'B') >= 100", curves, 10)
     assert [m for *_, m in found] == [-20.0, 100.0]  # (both read 100 before)
+
+
+def test_the_command_says_which_seed_counts_a_stratified_file_takes(tmp_path, capsys):
+    # (it suggested counts the file then refused: the draws do not keep the strata)
+    from test_claims import STRATA  # (tests/test_claims.py)
+
+    path, db = tmp_path / "strata.toml", tmp_path / "r.duckdb"
+    path.write_text(STRATA)
+    assert main(["run", str(path), "--db", str(db), "--out", str(tmp_path / "rep"), "--no-progress",
+                 "--executor", "local"]) == 0
+    capsys.readouterr()
+    assert main(["seeds", str(path), "--db", str(db)]) == 0
+    assert ("its stratified cases share out the seeds among the values of 'noise_std' (2 values): the file takes only "
+            "seed counts that are multiples of 2; the draws below do not keep the strata") in capsys.readouterr().out
