@@ -535,3 +535,11 @@ def test_a_scale_of_claimed_series_reads_the_cases_that_run_of_a_claim_that_also
     with pytest.raises(ConfigError, match=r"no claim checked at scale 'quick' reads a run this command runs \(not "
                                           r"run: case 'mixed'\)"):
         load_experiment(path, cases=["plain"])
+
+
+def test_a_line_across_a_stratified_field_is_refused_naming_it(tmp_path):
+    path = tmp_path / "strata.toml"
+    path.write_text(STRATA.replace("check = \"paired('TS', 'U', case='mixed') < 1e9\"",
+                                   "check = \"slope('TS', 'noise_std', case='mixed') > 0\""))
+    with pytest.raises(ConfigError, match="'noise_std' is a stratified field .*not a grid"):
+        load_experiment(path)

@@ -156,3 +156,15 @@ def test_series_env_only_in_regression_files(tmp_path):
     """
     with pytest.raises(ConfigError, match=re.escape("field 'env' is allowed only with loop = 'regression'")):
         load_experiment(write(tmp_path, text))
+
+
+def test_a_stratified_field_makes_no_panels_of_its_own(tmp_path):
+    # one 'regret-vs-d' panel per series and case, a stratified field's values pooled (a panel per value, each
+    # matching no pooled row, before)
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.loops.regression_report import d_groups
+
+    path = write(tmp_path, REG.replace("y_max = 5.0", 'y_max = 5.0\nsigma = [1.0, 2.0]\nstrata = "sigma"'))
+    exp = load_experiment(path)
+    assert [list(r.seeds) for r in exp.runs if r.label == "FTRL" and dict(r.case)["d"] == 2] == [[0, 1], [2, 3]]
+    assert d_groups(exp) == [("FTRL", ()), ("FTRL adv [lam=1.0]", ()), ("FTRL adv [lam=4.0]", ())]

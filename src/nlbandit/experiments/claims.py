@@ -673,8 +673,16 @@ def _depth(node: ast.AST) -> int:
 
 
 def grid_values(exp) -> Callable[[str], list[Any]]:
-    """``grid(key)``: the sorted values an environment grid key takes in ``exp``."""
-    return lambda key: sorted({dict(r.case)[key] for r in reported_runs(exp) if key in dict(r.case)})
+    """``grid(key)``: the sorted values an environment grid key takes in ``exp`` (a ConfigError for a stratified
+    field, whose values are pooled)."""
+    def grid(key: str) -> list[Any]:
+        values = sorted({dict(r.case)[key] for r in reported_runs(exp) if key in dict(r.case)})
+        if not values and key in set(exp.strata.values()):
+            raise ConfigError(f"{key!r} is a stratified field (an [[env]] table's 'strata'): its values share out "
+                              "the seeds of one case, not a grid")
+        return values
+
+    return grid
 
 
 def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], Any]:

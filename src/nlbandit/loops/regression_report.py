@@ -16,8 +16,10 @@ from nlbandit.plugins import Panel
 
 
 def d_groups(exp: Any) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
-    """(label, case without d) pairs: one 'regret-vs-d' panel each."""
-    groups = {(r.label, tuple((k, v) for k, v in r.case if k != "d")): None for r in exp.runs}
+    """(label, case without d) pairs: one 'regret-vs-d' panel each (a stratified case's runs as one)."""
+    from nlbandit.experiments.strata import reported_runs  # (the experiments import the loops)
+
+    groups = {(r.label, tuple((k, v) for k, v in r.case if k != "d")): None for r in reported_runs(exp)}
     return list(groups)
 
 
