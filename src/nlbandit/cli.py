@@ -488,7 +488,7 @@ def _seeds(args: argparse.Namespace) -> int:
     from nlbandit.experiments.plan import load_experiment
     from nlbandit.experiments.power import SIZES, claim_comparisons, verdict_rates
     from nlbandit.experiments.runner import missing
-    from nlbandit.experiments.strata import reduced_case
+    from nlbandit.experiments.strata import value_counts
     from nlbandit.experiments.tuning import tune_experiment
     from nlbandit.report.build import claim_curves, load_rows
     from nlbandit.store import Store, StoreBusyError, StoreError
@@ -523,14 +523,12 @@ def _seeds(args: argparse.Namespace) -> int:
         rates = verdict_rates(exp, curves, (*sizes, exp.n_seeds))  # (sorted and deduplicated there)
     print(f"pilot: {pilot} ({exp.n_seeds} seeds x {exp.horizon} rounds); seeds for power {args.power:g} per "
           "comparison, and per claim the most its comparisons need")
-    if exp.strata:
-        counts: dict[tuple, int] = {}
-        for case, field in exp.strata.items():
-            counts[reduced_case(exp, case), field] = counts.get((reduced_case(exp, case), field), 0) + 1
+    counts = value_counts(exp)
+    if counts:
         print("its stratified cases share out the seeds among the values of " + ", ".join(
-            f"{field!r} ({n} values)" for (_, field), n in counts.items()) + ": the file takes only seed counts "
-              f"that are multiples of {math.lcm(*counts.values())}; the draws below of such a count keep them "
-              "(that count's share from each value's seeds), of any other count draw from all the seeds")
+            f"{field!r} ({n} values)" for field, n in counts.values()) + ": the file takes only seed counts "
+              f"that are multiples of {math.lcm(*(n for _, n in counts.values()))}; the draws below of such a count "
+              "keep them (that count's share from each value's seeds), of any other count draw from all the seeds")
     for name, comparisons in found:
         counts = [c.needed for c in comparisons if c.stat == "mean"]  # (a median's count is not estimated)
         unread = any(c.margin is None for c in comparisons if c.stat == "mean")

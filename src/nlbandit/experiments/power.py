@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nlbandit.experiments.claims import evaluate_claim, grid_values, paired_differences, t_quantile_975
-from nlbandit.experiments.strata import reduced_case
+from nlbandit.experiments.strata import value_counts
 from nlbandit.plugins import claim_functions
 
 MAX_SEEDS = 1_000_000
@@ -129,12 +129,7 @@ def strata_count(exp) -> int:
     """G, the values a stratified case of ``exp`` shares its seeds among (:mod:`nlbandit.experiments.strata`), the
     pilot's seeds then lying in G blocks of equal size, value by value; 1 without one, or where its stratified
     cases have different counts (their seeds are then drawn as any)."""
-    counts: dict[tuple, int] = {}
-    for run in exp.runs:
-        if run.case in exp.strata:
-            key = (run.label, reduced_case(exp, run.case))
-            counts[key] = counts.get(key, 0) + 1
-    (count, *others) = set(counts.values()) or {1}
+    (count, *others) = {n for _, n in value_counts(exp).values()} or {1}
     return 1 if others or exp.n_seeds % count else count
 
 

@@ -26,6 +26,16 @@ def reduced_case(exp: Experiment, case: tuple) -> tuple:
     return case if field is None else tuple((k, v) for k, v in case if k != field)
 
 
+def value_counts(exp: Experiment) -> dict[tuple, tuple[str, int]]:
+    """Each stratified case that ``exp`` runs, as :func:`reduced_case` names it: (its field, G, the number of its
+    values)."""
+    out: dict[tuple, set] = {}
+    for run in exp.runs:
+        if run.case in exp.strata:
+            out.setdefault(reduced_case(exp, run.case), set()).add(run.case)
+    return {case: (exp.strata[next(iter(full))], len(full)) for case, full in out.items()}
+
+
 def reported(exp: Experiment) -> list[tuple[RunConfig, tuple[RunConfig, ...]]]:
     """Each run as claims and reports read it, in the order of :attr:`Experiment.runs`, with the runs computed
     for it: a run stands for itself; the runs of a stratified case (one per value of its table's ``strata`` field,
