@@ -543,3 +543,18 @@ def test_a_line_across_a_stratified_field_is_refused_naming_it(tmp_path):
                                    "check = \"slope('TS', 'noise_std', case='mixed') > 0\""))
     with pytest.raises(ConfigError, match="'noise_std' is a stratified field .*not a grid"):
         load_experiment(path)
+
+
+def test_one_configuration_under_two_labels_is_shown_under_each(tmp_path):
+    # (rows were looked up by run id, which the two share: both rows read 'U2')
+    from nlbandit.report.build import load_rows
+    from nlbandit.store import Store
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY + '\n[[policies]]\nlabel = "U2"\nname = "uniform"\n')
+    db = tmp_path / "r.duckdb"
+    assert main(["run", str(path), "--db", str(db), "--out", str(tmp_path / "rep"), "--no-progress"]) == 0
+    with Store(db) as store:
+        rows = load_rows(load_experiment(path), store)
+    assert [r.run.label for r in rows] == ["ES", "U", "U2"]
+    np.testing.assert_array_equal(rows[1].stored.cum_regret, rows[2].stored.cum_regret)

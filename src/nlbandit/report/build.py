@@ -105,13 +105,14 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     if exp.tuning and not exp.tuned:
         raise ValueError(f"{exp.path}: tune the experiment first (nlbandit.experiments.tuning.tune_experiment)")
     stored = store.load_many([(r.series_id, r.seeds) for r in exp.runs])
-    rows = {r.run_id: Row(r, s, d) for r, s, d in zip(exp.runs, stored, stored_digests(store, exp.runs))}
+    rows = {id(r): Row(r, s, d) for r, s, d in zip(exp.runs, stored, stored_digests(store, exp.runs))}  # (by
+    # object: one configuration under several labels is several runs of one run_id, each shown under its label)
     out = []
     for run, parts in reported(exp):
         if parts == (run,):
-            out.append(rows[run.run_id])
+            out.append(rows[id(run)])
             continue
-        own = tuple(rows[p.run_id] for p in parts)
+        own = tuple(rows[id(p)] for p in parts)
         out.append(Row(run, pooled(run, [r.stored for r in own]), "", own))
     return out
 
