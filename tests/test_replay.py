@@ -111,3 +111,28 @@ def test_a_grid_equals_its_points_run_alone():
         alone = replay(data, policy, params._replace(**{field: v}), 30, range(2), passes=3)
         np.testing.assert_array_equal(both.cum_reward[i], alone.cum_reward)
         np.testing.assert_array_equal(both.arms[i], alone.arms)
+
+
+def test_the_replay_loop_refuses_a_run_that_ran_out_of_passes(monkeypatch):
+    # (it stored the clicks of fewer accepted events than the horizon, which the click rate then divided by T)
+    from types import SimpleNamespace
+
+    from nlbandit.core.hyper import ConfigError
+    from nlbandit.experiments.spec import RunConfig
+    from nlbandit.loops import replay as loop_module
+    from nlbandit.policies.registry import resolve_policy
+
+    data = _data(n=40, k=5)
+    monkeypatch.setattr(loop_module.obd, "load", lambda: None)
+    monkeypatch.setattr(loop_module.obd, "bandit", lambda _: SimpleNamespace(
+        contexts=data.contexts, logged=data.logged, click=data.reward))
+
+    def run(passes):
+        env = {"name": "obd", "passes": passes, "d": 3, "k": 5, "data_sha256": "x"}
+        return RunConfig("U", (), env, resolve_policy({"name": "uniform"}), 30, 2, 10, "replay")
+
+    done = loop_module.ReplayLoop().compute([run(40)], [0, 1])  # 40 passes of 40 events: ~320 accepted
+    assert done.curves[0]["events"].shape == (2, 10)
+    with pytest.raises(ConfigError, match="a run accepted [0-9]+ events in 1 passes over the logged data, fewer than "
+                                          "the horizon's 30; raise the \\[env\\] field 'passes'"):
+        loop_module.ReplayLoop().compute([run(1)], [0, 1])  # one pass of 40 events: ~8 accepted

@@ -3,7 +3,8 @@ evaluated on a logged data set by :func:`nlbandit.core.replay.replay` (Li et al.
 
 Logged data sets (the ``[env]`` table): ``obd``, the Open Bandit Dataset sample with Bae & Lee's 5-arm,
 45-feature reduction (:mod:`nlbandit.data.obd`; field ``passes``: the most passes over the reshuffled
-sample). The horizon counts accepted events.
+sample). The horizon counts accepted events; a run that reaches fewer in its passes is refused (a ConfigError naming
+``passes``), as its click rate would be read per event over events never accepted.
 
 Stored curves, against the accepted events: ``regret`` and ``reward`` both hold the cumulative clicks (there is
 no regret without counterfactuals, spec 001 §4.5; the report's first table column and ``regret()`` in claims
@@ -26,8 +27,8 @@ from nlbandit.policies.registry import (build_policy, check_policy_env, policy_e
 
 LOGGED_HYPERS = (
     Hyper("name", None, "the logged data set: 'obd'", kind=str, choices=("obd",)),
-    Hyper("passes", 10, "the most passes over the reshuffled events before a run stops short of the horizon",
-          kind=int, low=1),
+    Hyper("passes", 10, "the most passes over the reshuffled events; a run that needs more to reach the horizon is "
+          "refused", kind=int, low=1),
     Hyper("d", None, "feature dimension (derived)", kind=int, optional=True, low=1),
     Hyper("k", None, "arms per event (derived)", kind=int, optional=True, low=1),
     Hyper("data_sha256", None, "the data's checksum (derived)", kind=str, optional=True),
@@ -108,10 +109,13 @@ class ReplayLoop(Loop):
         for i in range(len(batch)):
             clicks, events = pick(res.cum_reward, i, grid)[:, idx], pick(res.events, i, grid)[:, idx].astype(np.float64)
             curves.append({"regret": clicks, "reward": clicks, "events": events})
-        short = int(np.sum(res.accepted < first.horizon))
+        accepted = int(np.min(res.accepted))
+        if accepted < first.horizon:  # (its clicks would be read per event as if T had been accepted)
+            raise ConfigError(f"{self.describe(batch)}: a run accepted {accepted} events in {first.env['passes']} "
+                              f"passes over the logged data, fewer than the horizon's {first.horizon}; raise the "
+                              "[env] field 'passes' or lower the horizon")
         return Computed(idx + 1, curves, [pick(res.arms, i, grid) for i in range(len(batch))], res.compile_s,
-                        res.run_s, first.horizon, [res.run_s],
-                        f"{short} run(s) ran out of passes before the horizon" if short else "")
+                        res.run_s, first.horizon, [res.run_s])
 
     def regret_name(self, runs):
         """``cumulative clicks`` (per accepted event)."""
