@@ -527,8 +527,8 @@ def _seeds(args: argparse.Namespace) -> int:
     if counts:
         print("its stratified cases share out the seeds among the values of " + ", ".join(
             f"{field!r} ({n} values)" for field, n in counts.values()) + ": the file takes only seed counts "
-              f"that are multiples of {math.lcm(*(n for _, n in counts.values()))}; the draws below of such a count "
-              "keep them (that count's share from each value's seeds), of any other count draw from all the seeds")
+              f"that are multiples of {math.lcm(*(n for _, n in counts.values()))}; the draws below take any of the "
+              "pilot's seeds, not so many of each value's (wide for a balanced design)")
     for name, comparisons in found:
         counts = [c.needed for c in comparisons if c.stat == "mean"]  # (a median's count is not estimated)
         unread = any(c.margin is None for c in comparisons if c.stat == "mean")

@@ -16,8 +16,7 @@ used once, on seeds the pilot did not use.
 Claims that compare no ``paired()`` interval (a threshold on a mean, ``growth(a) < 0.35``; a fraction of seeds,
 ``stuck(a) <= 0.1``; an order of means) and whole claims of several comparisons are planned by resampling instead
 (:func:`verdict_rates`): the claim is evaluated, as a report evaluates it, on n seeds drawn with replacement from the
-pilot's (the same draw for every run, so pairs stay paired; of a stratified file, n / G seeds from each of its G
-values' where G divides n: :func:`strata_count`), many times, and the shares of draws in which it holds,
+pilot's (the same draw for every run, so pairs stay paired), many times, and the shares of draws in which it holds,
 fails or stays undetermined estimate how a run of n fresh seeds would decide it. This takes the pilot's seeds for the
 population: a proportion the pilot never observed (no stuck instance among its seeds) is taken as zero, and a pilot's
 extreme seed is drawn as often as any; and a statistic that noise biases (the R² of a line fit, the least of several
@@ -39,7 +38,6 @@ from typing import NamedTuple
 import numpy as np
 
 from nlbandit.experiments.claims import evaluate_claim, grid_values, paired_differences, t_quantile_975
-from nlbandit.experiments.strata import value_counts
 from nlbandit.plugins import claim_functions
 
 MAX_SEEDS = 1_000_000
@@ -125,14 +123,6 @@ class VerdictRates(NamedTuple):
         return max(self.holds, self.fails)
 
 
-def strata_count(exp) -> int:
-    """G, the values a stratified case of ``exp`` shares its seeds among (:mod:`nlbandit.experiments.strata`), the
-    pilot's seeds then lying in G blocks of equal size, value by value; 1 without one, or where its stratified
-    cases have different counts (their seeds are then drawn as any)."""
-    (count, *others) = {n for _, n in value_counts(exp).values()} or {1}
-    return 1 if others or exp.n_seeds % count else count
-
-
 def verdict_rates(exp, curves, sizes: tuple[int, ...] = SIZES, resamples: int = RESAMPLES,
                   seed: int = 0) -> list[tuple[str, bool | None, list[VerdictRates]]]:
     """(claim name, its verdict on the pilot, its :class:`VerdictRates` per seed count in ``sizes``) for every
@@ -143,17 +133,7 @@ def verdict_rates(exp, curves, sizes: tuple[int, ...] = SIZES, resamples: int = 
         raise ValueError(f"resamples and sizes must be >= 1, got {resamples} and {sizes}")
     pilot, grid, functions = exp.n_seeds, grid_values(exp), claim_functions(exp.loop)
     rng = np.random.default_rng(seed)
-    blocks = strata_count(exp)
-
-    def draw(n: int) -> np.ndarray:
-        """``resamples`` draws of n of the pilot's seeds (rows), n / G from each stratum's where G divides n."""
-        if blocks > 1 and n % blocks == 0:
-            size = pilot // blocks
-            return np.concatenate([b * size + rng.integers(0, size, size=(resamples, n // blocks))
-                                   for b in range(blocks)], axis=1)
-        return rng.integers(0, pilot, size=(resamples, n))
-
-    draws = {n: draw(n) for n in sorted(set(sizes))}
+    draws = {n: rng.integers(0, pilot, size=(resamples, n)) for n in sorted(set(sizes))}
 
     read_once: dict[tuple, tuple] = {}  # the pilot's curves by call: every draw reads the same runs
 
