@@ -27,8 +27,8 @@ def reduced_case(exp: Experiment, case: tuple) -> tuple:
 
 
 def value_counts(exp: Experiment) -> dict[tuple, tuple[str, int]]:
-    """Each stratified case that ``exp`` runs, as :func:`reduced_case` names it: (its field, G, the number of its
-    values)."""
+    """Each stratified case that ``exp`` runs, as :func:`reduced_case` names it: (its field, G, the number of
+    values it runs)."""
     out: dict[tuple, set] = {}
     for run in exp.runs:
         if run.case in exp.strata:
