@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         runs=runs,
         claims=claims,
         labels=labels,
-        env_cases=list(dict.fromkeys(tuple((k, v) for k, v in case if k != strata.get(case)) for _, case in env_cases
+        env_cases=list(dict.fromkeys(stratified.reduced_case(strata, case) for _, case in env_cases
                                      if scale_cases is None or dict(case).get("case") in scale_cases)),
         plots=plots(raw.get("plots"), where),
         diagnostics=diagnostics(raw.get("diagnostics"), top["loop"], where),
@@ -110,7 +111,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     if pooled_timed:
         r = pooled_timed[0]
         raise ConfigError(f"{where}: a claim reads the measured time of {r.label!r} on case "
-                          f"{stratified.reduced_case(exp, r.case)}, whose runs are pooled over the field 'strata' = "
+                          f"{stratified.reduced_case(strata, r.case)}, whose runs are pooled over the field 'strata' = "
                           f"{strata[r.case]!r} and have no time of their own; time it on a case of its own")
     if phased_runs(exp) and exp.loop not in PHASE_TIMERS:
         raise ConfigError(f"{where}: select_time/update_time/phase_diff claims need a loop whose rounds have an act "
@@ -136,7 +137,7 @@ def _keep_claimed(exp: Experiment, where: str) -> None:
     exp.runs = kept
     exp.tuning = [t for t in exp.tuning if any(r.run_id in read for r in t.reported)]
     exp.labels = [label for label in exp.labels if any(r.label == label for r in kept)]
-    exp.env_cases = [c for c in exp.env_cases if any(stratified.reduced_case(exp, r.case) == c for r in kept)]
+    exp.env_cases = [c for c in exp.env_cases if any(stratified.reduced_case(exp.strata, r.case) == c for r in kept)]
 
 
 def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
@@ -287,20 +288,16 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
 
 def _all_strata(series_cases: Cases, env_cases: Cases, shares: dict[tuple, tuple[int, int, str]], where: str) -> None:
     """Refuse a series (``only = {...}``) that runs some but not all values of a stratified table's field."""
-    def counts(cases: Cases) -> dict[tuple, int]:
-        out: dict[tuple, int] = {}
-        for _, case in cases:
-            if case in shares:
-                key = tuple((k, v) for k, v in case if k != shares[case][2])
-                out[key] = out.get(key, 0) + 1
-        return out
+    strata = {case: field for case, (_, _, field) in shares.items()}
+
+    def counts(cases: Cases) -> Counter:
+        return Counter((stratified.reduced_case(strata, case), strata[case]) for _, case in cases if case in strata)
 
     whole = counts(env_cases)
-    for key, n in counts(series_cases).items():
-        if n < whole[key]:
-            field = next(shares[c][2] for _, c in series_cases if c in shares)
-            raise ConfigError(f"{where}: field 'only' keeps {n} of the {whole[key]} values of the stratified field "
-                              f"{field!r} (case {key}); a series on a stratified case runs all of them")
+    for (case, field), n in counts(series_cases).items():
+        if n < whole[case, field]:
+            raise ConfigError(f"{where}: field 'only' keeps {n} of the {whole[case, field]} values of the stratified "
+                              f"field {field!r} (case {case}); a series on a stratified case runs all of them")
 
 
 def _cases_read(check: str, where: str) -> set[str]:

@@ -20,9 +20,10 @@ from nlbandit.experiments.spec import Experiment, RunConfig
 from nlbandit.store import StoredRun
 
 
-def reduced_case(exp: Experiment, case: tuple) -> tuple:
-    """Environment case ``case`` of ``exp`` as claims and reports name it: less its table's stratified field."""
-    field = exp.strata.get(case)
+def reduced_case(strata: dict[tuple, str], case: tuple) -> tuple:
+    """Environment case ``case`` as claims and reports name it: less its table's stratified field (``strata``: a
+    stratified case's field, :attr:`Experiment.strata`)."""
+    field = strata.get(case)
     return case if field is None else tuple((k, v) for k, v in case if k != field)
 
 
@@ -32,7 +33,7 @@ def value_counts(exp: Experiment) -> dict[tuple, tuple[str, int]]:
     out: dict[tuple, set] = {}
     for run in exp.runs:
         if run.case in exp.strata:
-            out.setdefault(reduced_case(exp, run.case), set()).add(run.case)
+            out.setdefault(reduced_case(exp.strata, run.case), set()).add(run.case)
     return {case: (exp.strata[next(iter(full))], len(full)) for case, full in out.items()}
 
 
@@ -45,7 +46,7 @@ def reported(exp: Experiment) -> list[tuple[RunConfig, tuple[RunConfig, ...]]]:
         return [(run, (run,)) for run in exp.runs]
     groups: dict[tuple, list[RunConfig]] = {}
     for run in exp.runs:
-        groups.setdefault((run.label, reduced_case(exp, run.case)), []).append(run)
+        groups.setdefault((run.label, reduced_case(exp.strata, run.case)), []).append(run)
     out = []
     for (_, case), parts in groups.items():
         first = parts[0]

@@ -109,7 +109,7 @@ def load_rows(exp: Experiment, store: Store) -> list[Row]:
     # object: one configuration under several labels is several runs of one run_id, each shown under its label)
     out = []
     for run, parts in reported(exp):
-        if parts == (run,):
+        if parts[0] is run:  # (a run standing for itself)
             out.append(rows[id(run)])
             continue
         own = tuple(rows[id(p)] for p in parts)
