@@ -122,10 +122,14 @@ def test_a_removal_that_cannot_move_the_folder_keeps_the_agent_serving(fleet, mo
     with TestClient(create_app(fleet)) as c:
         first = c.post("/decide", json={"contexts": _contexts(0)}).json()["event_id"]
 
-        def refuse(*args):
-            raise OSError(1, "Operation not permitted")
+        rename = os.rename
 
-        monkeypatch.setattr(Fleet, "_retire", refuse)
+        def refuse(source, target):
+            if "deleted" in str(target):
+                raise OSError(1, "Operation not permitted")
+            rename(source, target)
+
+        monkeypatch.setattr(os, "rename", refuse)
         r = c.delete("/agents/default")
         assert r.status_code == 503 and "Operation not permitted" in r.json()["error"]
         monkeypatch.undo()

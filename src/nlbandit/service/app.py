@@ -6,7 +6,7 @@ Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one pr
   and the lock goes with the process that held it (also after ``kill -9``);
 * ``agent.json``: the agent's configuration (policy, hyperparameters, sizes, seed), every hyperparameter as
   resolved at creation (``resolved``: a later change of a default leaves the agent as it was), the folder's
-  random id and the agent's first event id (after those of a removed agent of the same name:
+  random id and the agent's first event id (the first of the block of ids its fleet gave it:
   :mod:`~nlbandit.service.fleet`), written when the folder is created; a later start with another
   configuration is refused;
 * ``journal.log``: the write-ahead journal (:mod:`nlbandit.service.journal`) of every accepted ``decide``,
@@ -68,6 +68,10 @@ MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
 MAX_BATCH = 1000
 """The most decisions of one ``/decide_batch`` and rewards of one ``/reward`` (more: 413)."""
+EVENT_ID_BLOCK = 2**32
+"""Event ids per block: block b holds the ids b·2**32 + 1 .. (b + 1)·2**32. An agent of the service numbers its
+decisions within the block of its first id and is refused (409) a decision past its end, so that its ids never
+reach another block; a :class:`~nlbandit.service.fleet.Fleet` gives each agent it creates a block of its own."""
 
 
 class RequestError(ValueError):
@@ -208,6 +212,7 @@ class Service:
         """Apply and journal a ``/decide`` request (not yet durable: await :meth:`durable`)."""
         contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
         _known_fields(body, ("contexts", "mask"))
+        self._check_ids(1)
         version = self._version()
         decision = self._agent_call(functools.partial(self.agent.decide, learn=not self.background), contexts, mask)
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
@@ -222,6 +227,7 @@ class Service:
         _known_fields(body, ("contexts", "masks"))
         if len(contexts) > MAX_BATCH:
             raise RequestError(413, f"a batch of {len(contexts)} decisions; at most {MAX_BATCH} per request")
+        self._check_ids(len(contexts))
         version = self._version()
         decisions = self._agent_call(functools.partial(self.agent.decide_batch, learn=not self.background),
                                      contexts, masks)
@@ -258,6 +264,15 @@ class Service:
         self._arrivals.extend([self.agent.rounds] * len(ids))
         self.activity.rewarded(values)
         return {"accepted": len(ids)}
+
+    def _check_ids(self, n: int) -> None:
+        """RequestError 409 where ``n`` more decisions would number past the end of the agent's block of event
+        ids (:data:`EVENT_ID_BLOCK`), into ids another agent of the fleet may issue."""
+        first, issued = self.agent.first_event_id, self.agent.first_event_id - 1 + self.agent.rounds
+        last = ((first - 1) // EVENT_ID_BLOCK + 1) * EVENT_ID_BLOCK
+        if issued + n > last:
+            raise RequestError(409, f"{n} more decision(s) would number past this agent's block of event ids "
+                                    f"({first}..{last}; issued up to {issued}): create another agent to go on")
 
     def _version(self) -> int | None:
         """In the background mode, the number of rewards in the state the next decision uses (journalled with

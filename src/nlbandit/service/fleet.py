@@ -9,11 +9,15 @@ State folder ``DIR`` (held by one process at a time):
   own;
 * ``deleted/``: agents being removed. A removal renames the agent's folder into it (atomic, synced) before
   answering, then deletes it; start-up finishes a removal a crash interrupted;
-* ``retired/<name>.json``: the first event id free after the agents of that name removed so far, written
-  (atomically) before a removal's rename. An agent created under the name later numbers its decisions from
-  there, so a late or resent reward for a removed agent's event is refused (404) instead of being learnt for
-  another decision. Where the removed agent could not be recovered (its decisions unknown), the ids jump by
-  :data:`UNKNOWN_DECISIONS`.
+* ``event_ids.json``: ``{"next_block": n}``, the first block of event ids
+  (:data:`~nlbandit.service.app.EVENT_ID_BLOCK`) no agent of the folder has been given. Each new agent gets block
+  n, ids n·2**32 + 1 .., and the file says n + 1 (written atomically) before the agent's folder is created, so no
+  two agents of the folder, removed ones included, ever issue the same event id: a reward sent to the wrong
+  agent's route, or a late one for a removed agent's event sent to a new agent of its name, is refused (404)
+  instead of being learnt for another decision. A fresh folder's first agent numbers from 1. A folder of an
+  earlier version (no such file) is numbered on from the blocks its agents and its ``retired/<name>.json`` files
+  (the first id after a removed agent's, which that version kept per name) have reached, its agents keeping
+  their ids.
 
 An agent exists once its folder holds ``agent.json`` (written atomically before ``PUT /agents/{name}`` is
 answered). Start-up recovers every agent independently: one that cannot be recovered (a damaged journal, a
@@ -33,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -40,16 +45,18 @@ from typing import Any
 from nlbandit.agent import MAX_EVENT_ID
 from nlbandit.atomic import sync_folder, write_bytes
 from nlbandit.core.hyper import ConfigError
-from nlbandit.service.app import RequestError, Service, agent_config, check_folder, lock_folder
+from nlbandit.service.app import EVENT_ID_BLOCK, RequestError, Service, agent_config, check_folder, lock_folder
 
 DEFAULT = "default"
 """The agent that the unprefixed routes (``/decide``, ``/reward``, ``/decide_batch``, ``/health``) serve, and
 that ``nlbandit serve DIR --policy P --d D --k K`` creates."""
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """An agent's name: 1 to 64 letters, digits, ``_``, ``.`` or ``-``, starting with a letter or digit."""
-UNKNOWN_DECISIONS = 2**32
-"""How far the event ids of an agent created after the removal of an unrecoverable one of its name start beyond
-its first event id (its number of decisions cannot be read)."""
+BLOCKS = "event_ids.json"
+"""The state folder's file of the next block of event ids to give an agent (module docstring)."""
+MAX_BLOCKS = MAX_EVENT_ID // EVENT_ID_BLOCK
+"""How many blocks of event ids a state folder can give out (2**20: ids stay within 2**52, exact in a JSON
+client's double)."""
 _FIELDS = {"policy": str, "d": int, "k": int, "horizon": (int, type(None)), "seed": int, "hyperparameters": dict}
 MAX_ARM_NUMBERS = 2**22
 """The most numbers of one decision's contexts, d × k, for an agent created through the service (4,194,304:
@@ -115,6 +122,8 @@ class Fleet:
         # Creations (seconds of warm-up each) run here, not in the event loop's default executor, where the
         # journals' syncs run: else enough creations at once held every agent's decisions and rewards up.
         self.builder = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="nlbandit-create")
+        self._next_block = 0  # the first block of event ids not given to an agent (set by _recover)
+        self._blocks_lock = threading.Lock()  # creations take blocks in the builder's threads
 
     @classmethod
     def open(cls, folder: str | os.PathLike, agents: dict[str, dict[str, Any]] | None = None,
@@ -169,6 +178,88 @@ class Fleet:
                 self.unavailable[path.name] = str(e)
             except Exception as e:  # noqa: BLE001 -- whatever is wrong with one agent's files must not stop the others
                 self.unavailable[path.name] = f"{path}: {type(e).__name__}: {e}"
+        stored = self._stored_blocks()
+        reached = self._blocks_reached() if stored is None else stored
+        self._next_block = max(reached, self._blocks_of_agents())
+        if self._next_block > (stored or 0):  # before any removal could take the agents' record with it
+            try:
+                self._write_blocks(self._next_block)
+            except OSError as e:
+                raise ConfigError(f"{self.folder / BLOCKS} could not be written ({e}); the service cannot give new "
+                                  "agents event ids apart from its agents' without it") from None
+            self.recovered.append(f"event ids of new agents from block {self._next_block}")
+
+    def _stored_blocks(self) -> int | None:
+        """The next block of :data:`BLOCKS`, None where there is no such file; ConfigError for a damaged one."""
+        path = self.folder / BLOCKS
+        if not path.exists():
+            return None
+        found = _integer_in(path, "next_block", 0, MAX_BLOCKS)
+        if found is None:
+            raise ConfigError(f'{path} does not hold {{"next_block": an integer in [0, 2**20]}}: restore it (it '
+                              "keeps the event ids of new agents apart from those of the agents created before)")
+        return found
+
+    def _first_id(self, name: str) -> int | None:
+        """The first event id in the ``agent.json`` of the agent ``name``; None where it cannot be read."""
+        return _integer_in(self.folder / "agents" / name / "agent.json", "first_event_id", 1, MAX_EVENT_ID, 1)
+
+    def _blocks_of_agents(self) -> int:
+        """One past the last block of event ids the agents in the folder have reached (their first ids, and
+        their last where they were recovered)."""
+        reached = 0
+        for service in self.agents.values():
+            last = service.agent.first_event_id - 1 + max(service.agent.rounds, 1)
+            reached = max(reached, _block(last) + 1)
+        for name in self.unavailable:
+            first = self._first_id(name)
+            if first is not None:
+                reached = max(reached, _block(first) + 1)
+        return reached
+
+    def _blocks_reached(self) -> int:
+        """For a folder of an earlier version (no :data:`BLOCKS`): one past the blocks that its removed agents
+        (``retired/<name>.json``, the first id after those of the removed agents of a name) and the agents whose
+        ``agent.json`` cannot be read (numbered from their name's retired id, their decisions unknown: that
+        block and the next) have reached; ConfigError for a retired file that does not say."""
+        reached = 0
+        retired = {}
+        for path in sorted((self.folder / "retired").glob("*.json")):
+            first = _integer_in(path, "first_free", 1, MAX_EVENT_ID)
+            if first is None:
+                raise ConfigError(f'{path} does not hold {{"first_free": an integer in [1, 2**52]}}: restore it, or '
+                                  "delete it if no late reward of a removed agent of that name will come")
+            retired[path.stem] = first
+            reached = max(reached, _block(first - 1) + 1)
+        for name in self.unavailable:
+            if self._first_id(name) is None:
+                reached = max(reached, _block(retired.get(name, 1)) + 2)
+        return min(reached, MAX_BLOCKS)
+
+    def _write_blocks(self, next_block: int) -> None:
+        write_bytes(self.folder / BLOCKS, json.dumps({"next_block": next_block}).encode())
+
+    def _take_block(self) -> int:
+        """The first id of a block of event ids of its own for a new agent, recorded (durably) as given before
+        the agent's folder is created; RequestError 503 when every block has been given."""
+        with self._blocks_lock:
+            block = self._next_block
+            if block >= MAX_BLOCKS:
+                raise RequestError(503, f"every one of the {MAX_BLOCKS} blocks of event ids of {self.folder} has been "
+                                        "given to an agent: start a new state folder")
+            self._write_blocks(block + 1)
+            self._next_block = block + 1
+        return block * EVENT_ID_BLOCK + 1
+
+    def _return_block(self, first: int) -> None:
+        """Give back the block of ``first`` that a creation which failed took, where no creation took one after
+        it (else it stays unused: a block is never given twice)."""
+        block = _block(first)
+        with self._blocks_lock:
+            if self._next_block == block + 1:
+                with contextlib.suppress(OSError):
+                    self._write_blocks(block)
+                    self._next_block = block
 
     def service(self, name: str) -> Service:
         """The agent named ``name``; RequestError 404 (no such agent), 409 (being created or removed) or 503
@@ -198,11 +289,15 @@ class Fleet:
         """The new agent ``name``, its folder's creation synced; RequestError 400 for an invalid configuration
         (nothing left behind)."""
         check_sizes(config)
-        first = self._first_free(name)
+        first = self._take_block()
         try:
             service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer, first)
         except (ConfigError, ValueError, TypeError) as e:
+            self._return_block(first)
             raise RequestError(400, str(e)) from None
+        except BaseException:
+            self._return_block(first)
+            raise
         sync_folder(self.folder / "agents")
         return service
 
@@ -242,7 +337,6 @@ class Fleet:
         check_name(name)
         if name not in self.agents and name not in self.unavailable:
             self.service(name)  # raises 404 or 409
-        previous = self._first_free(name)  # (a damaged record refuses the removal before anything changes)
         self._busy.add(name)
         try:
             service = self.agents.pop(name, None)
@@ -253,7 +347,6 @@ class Fleet:
                     await service.journal.durable()
                     closed = True
                     await asyncio.get_running_loop().run_in_executor(None, service.close)
-                self._retire(name, service, previous)
                 gone = self.folder / "deleted" / f"{name}.{uuid.uuid4().hex[:8]}"
                 gone.parent.mkdir(exist_ok=True)
                 os.rename(self.folder / "agents" / name, gone)
@@ -281,40 +374,6 @@ class Fleet:
         except Exception as e:  # noqa: BLE001 -- whatever it is, the agent is listed with it rather than lost
             self.unavailable[name] = f"its removal failed, and reopening it failed: {type(e).__name__}: {e}"
 
-    def _first_free(self, name: str) -> int:
-        """The first event id after those of the agents named ``name`` removed so far (1 for none)."""
-        path = self.folder / "retired" / f"{name}.json"
-        if not path.exists():
-            return 1
-        try:
-            first = json.loads(path.read_text())["first_free"]
-        except (OSError, ValueError, KeyError, TypeError):
-            first = None
-        if not isinstance(first, int) or isinstance(first, bool) or not 1 <= first <= MAX_EVENT_ID:
-            raise RequestError(503, f"{path} does not hold {{\"first_free\": an integer in [1, 2**52]}}: restore "
-                                    "it, or delete it to number the events of a new agent of this name from 1 again")
-        return first
-
-    def _retire(self, name: str, service: Service | None, previous: int) -> None:
-        """Record (atomically, durably) the first event id after those of the agent ``name`` being removed (whose
-        own first id was at least ``previous``): after its last decision, or :data:`UNKNOWN_DECISIONS` beyond its
-        first id where it could not be recovered."""
-        if service is not None:
-            first_free = service.agent.first_event_id + service.agent.rounds
-        else:
-            try:
-                first = json.loads((self.folder / "agents" / name / "agent.json").read_text()).get("first_event_id", 1)
-            except (OSError, ValueError, AttributeError):
-                first = None
-            if not isinstance(first, int) or isinstance(first, bool):
-                first = previous
-            first_free = min(max(first, previous) + UNKNOWN_DECISIONS, MAX_EVENT_ID)
-        retired = self.folder / "retired"
-        if not retired.is_dir():
-            retired.mkdir()
-            sync_folder(self.folder)
-        write_bytes(retired / f"{name}.json", json.dumps({"first_free": first_free}).encode())
-
     def listing(self) -> list[dict[str, Any]]:
         """Every agent with its configuration and counters (``GET /agents``), the unavailable ones with why."""
         found = [{"name": name, **s.config, "rounds": s.agent.rounds, "rewarded": s.agent.rewarded,
@@ -333,4 +392,22 @@ class Fleet:
         os.close(self._lock)
 
 
-__all__ = ["DEFAULT", "Fleet", "MAX_ARM_NUMBERS", "NAME", "check_name", "check_sizes", "config_of"]
+def _integer_in(path: Path, key: str, low: int, high: int, default: int | None = None) -> int | None:
+    """The integer ``key`` of the JSON object in ``path`` if it lies in [low, high] (``default`` where the object
+    lacks the key); None where the file cannot be read or holds anything else."""
+    try:
+        found = json.loads(path.read_text()).get(key, default)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(found, int) or isinstance(found, bool) or not low <= found <= high:
+        return None
+    return found
+
+
+def _block(event_id: int) -> int:
+    """The block of event ids (:data:`~nlbandit.service.app.EVENT_ID_BLOCK`) that ``event_id`` is in (ids from 1)."""
+    return (event_id - 1) // EVENT_ID_BLOCK
+
+
+__all__ = ["BLOCKS", "DEFAULT", "Fleet", "MAX_ARM_NUMBERS", "MAX_BLOCKS", "NAME", "check_name", "check_sizes",
+           "config_of"]

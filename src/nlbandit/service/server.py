@@ -9,15 +9,16 @@ answers 503). Agents:
   durable) or 200 (it exists with this configuration: a resent ``PUT``); 409 for another configuration;
 * ``GET /agents`` → ``{"agents": [{"name", "policy", "d", "k", ..., "rounds", "rewarded", "status"}]}``;
 * ``GET /agents/{name}`` → the agent's configuration and counters (503 for one start-up could not recover);
-  ``DELETE /agents/{name}`` → removed with its files (durable; also one start-up could not recover), a later
-  agent of the name numbering its events after its (:mod:`~nlbandit.service.fleet`); 404 for an agent that
-  does not exist.
+  ``DELETE /agents/{name}`` → removed with its files (durable; also one start-up could not recover); 404 for an
+  agent that does not exist. Each agent numbers its events in a block of ids of its own, never given to another
+  (:mod:`~nlbandit.service.fleet`); 503 for a creation when the folder has given every block.
 
 Per agent (``/agents/{name}/...``; the unprefixed routes serve the agent named ``default``):
 
 * ``POST decide`` ``{"contexts": [[...] × d] × K, "mask": [bool × K]?}`` → ``{"event_id", "arm",
-  "probability", "method", "score", "bonus"}``;
-* ``POST decide_batch`` ``{"contexts": [B × K × d], "masks": [B × K]?}`` → ``{"decisions": [...]}``;
+  "probability", "method", "score", "bonus"}``; 409 once the agent has issued every id of its block;
+* ``POST decide_batch`` ``{"contexts": [B × K × d], "masks": [B × K]?}`` → ``{"decisions": [...]}`` (409, none
+  made, for a batch past the block's end);
 * ``POST reward`` ``{"event_id", "value", "variance_bound"?}`` or ``{"rewards": [{"event_id", "value",
   "variance_bound"?}, ...]}`` (all or nothing) → ``{"accepted": n}``; 404 for an event never issued, 409 for
   one already rewarded;
@@ -84,13 +85,15 @@ def _call(method: str, summary: str, request: dict[str, Any] | None, reply: dict
 _AGENT_ROUTES = {
     "decide": _call("post", "Choose an arm among K arms of d features", _schema(
         {"contexts": _MATRIX, "mask": {"type": "array", "items": {"type": "boolean"}}}, ["contexts"]), _DECISION,
-        {"400": "malformed, or outside the bounds", "401": "no token", "404": "no such agent", "413": "too large",
+        {"400": "malformed, or outside the bounds", "401": "no token", "404": "no such agent",
+         "409": "the agent has issued every event id of its block", "413": "too large",
          "503": "the agent diverged, its journal failed, or it could not be recovered"}),
     "decide_batch": _call("post", "B decisions on the current state", _schema(
         {"contexts": {"type": "array", "items": _MATRIX}, "masks": {"type": "array", "items": {
             "type": "array", "items": {"type": "boolean"}}}}, ["contexts"]),
         _schema({"decisions": {"type": "array", "items": _DECISION}}, ["decisions"]),
         {"400": "malformed", "401": "no token", "404": "no such agent",
+         "409": "the batch would number past the end of the agent's block of event ids",
          "413": f"more than {MAX_BATCH} decisions or too large"}),
     "reward": _call("post", "The reward of a decision, or of a batch (all or nothing)", {"oneOf": [_REWARD, _schema(
         {"rewards": {"type": "array", "items": _REWARD}}, ["rewards"])]},
@@ -112,7 +115,9 @@ OPENAPI: dict[str, Any] = {
         "/agents/{name}": {"parameters": _NAME,
                            **_call("put", "Create an agent (200 if it exists with this configuration)", _CONFIG,
                                    {"type": "object"}, {"400": "invalid name or configuration", "401": "no token",
-                                                        "409": "it exists with another configuration"}, ok="201"),
+                                                        "409": "it exists with another configuration",
+                                                        "503": "every block of event ids given, or the folder "
+                                                               "could not be written"}, ok="201"),
                            **_call("get", "The agent's configuration and counters", None, {"type": "object"},
                                    {"404": "no such agent"}),
                            **_call("delete", "Remove the agent and its files", None, {"type": "object"},
