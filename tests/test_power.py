@@ -284,8 +284,10 @@ def test_the_command_says_which_seed_counts_a_stratified_file_takes(tmp_path, ca
     # (it suggested counts the file then refused: the draws do not keep the strata)
     from test_claims import STRATA  # (tests/test_claims.py)
 
+    # (two cases stratified by one field named it twice)
     path, db = tmp_path / "strata.toml", tmp_path / "r.duckdb"
-    path.write_text(STRATA)
+    second = '[[env]]\ncase = "other"\nname = "linear"\nd = 2\nk = 4\nnoise_std = [0.1, 2.0]\nstrata = "noise_std"\n\n'
+    path.write_text(STRATA.replace("[[policies]]", second + "[[policies]]", 1))
     assert main(["run", str(path), "--db", str(db), "--out", str(tmp_path / "rep"), "--no-progress",
                  "--executor", "local"]) == 0
     capsys.readouterr()

@@ -525,8 +525,9 @@ def _seeds(args: argparse.Namespace) -> int:
           "comparison, and per claim the most its comparisons need")
     counts = value_counts(exp)
     if counts:
+        fields = dict.fromkeys(counts.values())  # (two cases stratified by one field name it once)
         print("its stratified cases share out the seeds among the values of " + ", ".join(
-            f"{field!r} ({n} values)" for field, n in counts.values()) + ": the file takes only seed counts "
+            f"{field!r} ({n} values)" for field, n in fields) + ": the file takes only seed counts "
               f"that are multiples of {math.lcm(*(n for _, n in counts.values()))}; the draws below take any of the "
               "pilot's seeds, not so many of each value's (wide for a balanced design)")
     for name, comparisons in found:
