@@ -121,12 +121,14 @@ def claim_curves(exp: Experiment, rows: list[Row]) -> Callable[..., tuple]:
     """The ``curves(label, case, metric="regret")`` that claims of ``exp`` read from the stored ``rows``: a run's
     rounds, its per-seed cumulative curve of ``metric`` and its timing (:class:`MissingCase` for a case not run)."""
     select = run_selector(exp)
-    by_id = {row.run.run_id: row for row in rows}
+    by_run = {(row.run.label, row.run.case_label): row for row in rows}  # (not by run id: one configuration
+    # under several labels is one run id)
 
     def curves(label: str, case: dict[str, Any], metric: str = "regret"):
         if case.get("case") in exp.missing:
             raise MissingCase(case["case"])
-        row = by_id[select(label, case).run_id]
+        run = select(label, case)
+        row = by_run[run.label, run.case_label]
         curve = row.stored.cum_regret if metric == "regret" else row.stored.curves[metric]
         return row.stored.rounds, curve, row.timing()
 
