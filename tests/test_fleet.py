@@ -4,6 +4,7 @@ recovered one by one, each with its own journal."""
 from __future__ import annotations
 
 import json
+import re
 
 import jax
 import numpy as np
@@ -14,6 +15,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from nlbandit.core.hyper import ConfigError  # noqa: E402
 from nlbandit.service.evaluate import estimable_events, read_log, replay_log  # noqa: E402
+from nlbandit.service.app import EVENT_ID_BLOCK as BLOCK  # noqa: E402
 from nlbandit.service.fleet import MAX_BLOCKS, Fleet, config_of  # noqa: E402
 from nlbandit.service.server import create_app  # noqa: E402
 
@@ -136,10 +138,10 @@ def _decide(c: TestClient, name: str) -> int:
 
 
 def test_no_two_agents_of_a_folder_issue_the_same_event_id(tmp_path):
-    """Each agent numbers its events in a block of ids of its own (2**32 apart), removed agents' included, across
-    restarts: a reward sent to the wrong agent's route, or a late one for a removed agent's event sent to a new
-    agent of its name, is refused (404). They used to number from 1 each (then from the removed ones' next id
-    per name), and such a reward was learnt for another decision."""
+    """Each agent numbers its events in a block of ids of its own (BLOCK = 2**36 apart), removed agents'
+    included, across restarts: a reward sent to the wrong agent's route, or a late one for a removed agent's
+    event sent to a new agent of its name, is refused (404). They used to number from 1 each (then from the
+    removed ones' next id per name), and such a reward was learnt for another decision."""
     folder = tmp_path / "s"
     with TestClient(create_app(Fleet.open(folder))) as c:
         r = c.put("/agents/search", json={**UCB, "hyperparameters": {"alpha": -1.0}})
@@ -148,55 +150,74 @@ def test_no_two_agents_of_a_folder_issue_the_same_event_id(tmp_path):
         assert c.put("/agents/home", json=TS).status_code == 201
         _play(c, "search", 3)
         stale = _decide(c, "search")
-        assert stale == 4 and _decide(c, "home") == 2**32 + 1
+        assert stale == 4 and _decide(c, "home") == BLOCK + 1
         r = c.post("/agents/home/reward", json={"event_id": stale, "value": 1.0})  # the wrong route
         assert r.status_code == 404 and "was never issued" in r.json()["error"]
-        assert c.post("/agents/search/reward", json={"event_id": 2**32 + 1, "value": 1.0}).status_code == 404
+        assert c.post("/agents/search/reward", json={"event_id": BLOCK + 1, "value": 1.0}).status_code == 404
         assert c.get("/agents/home").json()["rewarded"] == 0 and c.get("/agents/search").json()["rewarded"] == 3
         assert c.delete("/agents/search").status_code == 200 and c.put("/agents/search", json=UCB).status_code == 201
         r = c.post("/agents/search/reward", json={"event_id": stale, "value": 1.0})
         assert r.status_code == 404 and "this agent has issued none yet" in r.json()["error"]
-        assert _decide(c, "search") == 2 * 2**32 + 1
-        assert c.post("/agents/search/reward", json={"event_id": 2 * 2**32 + 1, "value": 1.0}).status_code == 200
+        assert _decide(c, "search") == 2 * BLOCK + 1
+        assert c.post("/agents/search/reward", json={"event_id": 2 * BLOCK + 1, "value": 1.0}).status_code == 200
     with TestClient(create_app(Fleet.open(folder))) as c:  # restarted: each agent's numbering is its own
-        assert _decide(c, "search") == 2 * 2**32 + 2 and _decide(c, "home") == 2**32 + 2
+        assert _decide(c, "search") == 2 * BLOCK + 2 and _decide(c, "home") == BLOCK + 2
         assert c.delete("/agents/home").status_code == 200 and c.put("/agents/new", json=UCB).status_code == 201
     with TestClient(create_app(Fleet.open(folder))) as c:  # a removal does not give a block back
-        assert _decide(c, "new") == 3 * 2**32 + 1
+        assert _decide(c, "new") == 3 * BLOCK + 1
     replayed = replay_log(folder, "lin-ucb", agent="search")  # off-policy evaluation reads the log's numbering
-    assert replayed.events.tolist() == [2 * 2**32 + 1]
-    assert estimable_events(read_log(folder / "agents" / "search")[1], 2 * 2**32 + 1) == 1
+    assert replayed.events.tolist() == [2 * BLOCK + 1]
+    assert estimable_events(read_log(folder / "agents" / "search")[1], 2 * BLOCK + 1) == 1
     journal = folder / "agents" / "search" / "journal.log"
     journal.write_bytes(journal.read_bytes()[:-30] + b"x" * 30)  # damaged: the agent cannot be recovered
     (folder / "agents" / "search" / "agent.json").write_text("{not json")
     with TestClient(create_app(Fleet.open(folder))) as c:
         assert c.delete("/agents/search").status_code == 200 and c.put("/agents/search", json=UCB).status_code == 201
-        assert _decide(c, "search") == 4 * 2**32 + 1
+        assert _decide(c, "search") == 4 * BLOCK + 1
 
 
 def test_a_folder_of_the_earlier_numbering_gives_new_agents_blocks_past_its_ids(tmp_path):
     """A folder without event_ids.json (its agents numbered from 1, or from retired/<name>.json, the next id
-    after the removed agents of a name): its agents keep their ids, and new ones start past every block those
-    and the retired records reached; a damaged record refuses the start-up, naming it."""
+    after the removed agents of a name): its agents keep their ids, and new ones start past every block those,
+    the retired records and the agents start-up could not recover (their block and the next) reached."""
     folder = tmp_path / "s"
     with TestClient(create_app(Fleet.open(folder))) as c:
         c.put("/agents/kept", json=UCB)
+        c.put("/agents/broken", json=UCB)
         _play(c, "kept", 2)
     (folder / "event_ids.json").unlink()
-    (folder / "retired").mkdir()
-    (folder / "retired" / "gone.json").write_text(json.dumps({"first_free": 2**32 + 5}))  # block 1 reached
+    for name in ("kept", "broken"):  # as the earlier version wrote them: every agent from 1
+        config = json.loads((folder / "agents" / name / "agent.json").read_text())
+        (folder / "agents" / name / "agent.json").write_text(json.dumps({**config, "first_event_id": 1}))
+    (folder / "agents" / "broken" / "journal.log").write_bytes(b"damaged")
     fleet = Fleet.open(folder)
-    assert "event ids of new agents from block 2" in fleet.recovered
-    with TestClient(create_app(fleet)) as c:
-        assert _decide(c, "kept") == 3 and c.put("/agents/gone", json=UCB).status_code == 201
-        assert _decide(c, "gone") == 2 * 2**32 + 1
-    assert json.loads((folder / "event_ids.json").read_text()) == {"next_block": 3}
+    assert "event ids of new agents from block 2" in fleet.recovered and list(fleet.unavailable) == ["broken"]
+    fleet.close()
     (folder / "event_ids.json").unlink()
-    (folder / "retired" / "gone.json").write_text("{}")
-    with pytest.raises(ConfigError, match=r"gone.json does not hold \{\"first_free\""):
+    (folder / "retired").mkdir()
+    (folder / "retired" / "gone.json").write_text(json.dumps({"first_free": 2 * BLOCK + 5}))  # block 2 reached
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        assert _decide(c, "kept") == 3 and c.put("/agents/gone", json=UCB).status_code == 201
+        assert _decide(c, "gone") == 3 * BLOCK + 1
+    assert json.loads((folder / "event_ids.json").read_text()) == {"next_block": 4}
+
+
+@pytest.mark.parametrize("written, reason", [
+    ("{}", "'next_block' is None"), ('{"next_block": "3"}', "'next_block' is '3'"),
+    ('{"next_block": -1}', "'next_block' is -1"), ('{"next_block": true}', "'next_block' is True"),
+    ('{"next_block": 9007199254740992}', "'next_block' is 9007199254740992"), ("[3]", "not a JSON object"),
+])
+def test_a_damaged_record_of_event_ids_refuses_the_start_up_naming_it(tmp_path, written, reason):
+    folder = tmp_path / "s"
+    Fleet.open(folder).close()
+    (folder / "event_ids.json").write_text(written)
+    with pytest.raises(ConfigError, match=r"event_ids.json does not hold \{\"next_block\": an integer in \[0, "
+                                          rf"65536\]\}} \({re.escape(reason)}\): restore it"):
         Fleet.open(folder)
-    (folder / "event_ids.json").write_text(json.dumps({"next_block": "3"}))
-    with pytest.raises(ConfigError, match=r"event_ids.json does not hold \{\"next_block\": an integer"):
+    (folder / "event_ids.json").unlink()
+    (folder / "retired").mkdir()
+    (folder / "retired" / "gone.json").write_text(written.replace("next_block", "first_free"))
+    with pytest.raises(ConfigError, match=r"gone.json does not hold \{\"first_free\": an integer in \[1, 2\*\*52\]"):
         Fleet.open(folder)
 
 
@@ -206,8 +227,30 @@ def test_a_folder_that_has_given_every_block_refuses_new_agents(tmp_path):
     (folder / "event_ids.json").write_text(json.dumps({"next_block": MAX_BLOCKS}))
     with TestClient(create_app(Fleet.open(folder))) as c:
         r = c.put("/agents/a", json=UCB)
-        assert r.status_code == 503 and "every one of the 1048576 blocks" in r.json()["error"]
+        assert r.status_code == 503 and "every one of the 65536 blocks" in r.json()["error"]
         assert not (folder / "agents" / "a").exists()
+
+
+@pytest.mark.parametrize("failing", ["nlbandit.service.journal.write_bytes", "nlbandit.service.fleet.write_bytes"])
+def test_a_creation_the_disk_cuts_short_leaves_no_folder_and_gives_no_block_twice(tmp_path, monkeypatch, failing):
+    """A journal that could not be created after the agent's agent.json was written left that folder (with its
+    first event id) while the block went back to the next agent, so after a restart both issued id 1; a record
+    of the blocks that could not be written is answered 503 naming it."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    folder = tmp_path / "s"
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        monkeypatch.setattr(failing, full)
+        r = c.put("/agents/x", json=UCB)
+        assert r.status_code == 503 and "No space left" in r.json()["error"]
+        assert ("event_ids.json could not be written" in r.json()["error"]) == failing.endswith("fleet.write_bytes")
+        assert not (folder / "agents" / "x").exists()
+        monkeypatch.undo()
+        assert c.put("/agents/y", json=UCB).status_code == 201 and _decide(c, "y") == 1
+    with TestClient(create_app(Fleet.open(folder))) as c:
+        assert [a["name"] for a in c.get("/agents").json()["agents"]] == ["y"]
+        assert c.put("/agents/x", json=UCB).status_code == 201 and _decide(c, "x") == BLOCK + 1
 
 
 def test_start_up_finishes_a_removal_and_drops_a_creation_a_crash_cut_short(tmp_path):
@@ -266,22 +309,22 @@ def test_a_creation_the_disk_refuses_answers_503_and_leaves_nothing(tmp_path, mo
 def test_a_decision_past_the_end_of_the_agents_block_is_refused(tmp_path):
     """An agent whose next ids would leave its block (into another agent's) is refused the decision (409), a
     batch whole, with nothing changed; decisions up to the block's last id are made."""
-    from nlbandit.service.app import EVENT_ID_BLOCK, RequestError, Service
+    from nlbandit.service.app import RequestError, Service
 
-    service = Service.open(tmp_path / "a", config_of(UCB), first_event_id=EVENT_ID_BLOCK - 2)
+    service = Service.open(tmp_path / "a", config_of(UCB), first_event_id=BLOCK - 2)
     try:
         batch = {"contexts": [_contexts(i) for i in range(4)]}
         with pytest.raises(RequestError, match=rf"4 more decision\(s\) would number past this agent's block of event "
-                                               rf"ids \({EVENT_ID_BLOCK - 2}\.\.{EVENT_ID_BLOCK}; issued up to "
-                                               rf"{EVENT_ID_BLOCK - 3}\)") as refused:
+                                               rf"ids \({BLOCK - 2}\.\.{BLOCK}; issued up to "
+                                               rf"{BLOCK - 3}\)") as refused:
             service.decide_batch(batch)
         assert refused.value.status == 409 and service.agent.rounds == 0
         batch["contexts"].pop()
-        assert [d["event_id"] for d in service.decide_batch(batch)["decisions"]] == [EVENT_ID_BLOCK - 2 + i
+        assert [d["event_id"] for d in service.decide_batch(batch)["decisions"]] == [BLOCK - 2 + i
                                                                                       for i in range(3)]
         with pytest.raises(RequestError, match="1 more decision") as refused:
             service.decide({"contexts": _contexts(5)})
         assert refused.value.status == 409 and service.agent.rounds == 3
-        service.reward({"event_id": EVENT_ID_BLOCK, "value": 1.0})  # its rewards are still taken
+        service.reward({"event_id": BLOCK, "value": 1.0})  # its rewards are still taken
     finally:
         service.close()

@@ -239,9 +239,9 @@ class Agent:
         else :data:`REDRAWS` redraws (module docstring).
       numpy_round: decide and learn on the host where the policy has a host round (module docstring); False:
         always the jitted round.
-      first_event_id: the event id of the first decision (later ones count on from it): a service gives an agent
-        that replaces a removed one of the same name the ids after the removed one's, so that a late reward
-        for the removed agent's event is refused rather than learnt for another decision.
+      first_event_id: the event id of the first decision (later ones count on from it): a service gives each of
+        its agents a block of ids of its own, so that a reward sent to another agent, or a late one for a removed
+        agent's event, is refused rather than learnt for another decision (:mod:`nlbandit.service.fleet`).
       check_unread: refuse a hyperparameter set where the configuration does not read it
         (:mod:`nlbandit.policies.reads`); False restores an agent configured before that check (a service).
       **hyperparameters: the policy's hyperparameters, as in :func:`~nlbandit.policies.registry.make_policy`;

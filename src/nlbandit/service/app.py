@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import fcntl
 import functools
 import json
 import math
 import os
+import shutil
 import uuid
 from collections import Counter, deque
 from pathlib import Path
@@ -68,10 +68,12 @@ MAX_BODY = 8 * 2**20
 """Largest request body accepted (bytes); larger ones get 413."""
 MAX_BATCH = 1000
 """The most decisions of one ``/decide_batch`` and rewards of one ``/reward`` (more: 413)."""
-EVENT_ID_BLOCK = 2**32
-"""Event ids per block: block b holds the ids b·2**32 + 1 .. (b + 1)·2**32. An agent of the service numbers its
+EVENT_ID_BLOCK = 2**36
+"""Event ids per block: block b holds the ids b·2**36 + 1 .. (b + 1)·2**36. An agent of the service numbers its
 decisions within the block of its first id and is refused (409) a decision past its end, so that its ids never
-reach another block; a :class:`~nlbandit.service.fleet.Fleet` gives each agent it creates a block of its own."""
+reach another block; a :class:`~nlbandit.service.fleet.Fleet` gives each agent it creates a block of its own.
+2**36 ≈ 6.9·10¹⁰ decisions: 80 days at 10,000 a second; the 2**16 blocks below :data:`~nlbandit.agent.MAX_EVENT_ID`
+are a folder's agent creations."""
 
 
 class RequestError(ValueError):
@@ -134,18 +136,14 @@ class Service:
             lock = lock_folder(folder)
         except BaseException:
             if created:  # (a full disk failed the pid's write: nothing is left behind)
-                (folder / "lock").unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+                shutil.rmtree(folder, ignore_errors=True)
             raise
         try:
             return cls._recover(folder, config, snapshot_every, lock, trainer, first_event_id)
         except BaseException:
             os.close(lock)
-            if created:
-                (folder / "lock").unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            if created:  # (its agent.json too, where the journal's creation failed after it)
+                shutil.rmtree(folder, ignore_errors=True)
             raise
 
     @classmethod

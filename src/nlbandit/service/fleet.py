@@ -10,14 +10,15 @@ State folder ``DIR`` (held by one process at a time):
 * ``deleted/``: agents being removed. A removal renames the agent's folder into it (atomic, synced) before
   answering, then deletes it; start-up finishes a removal a crash interrupted;
 * ``event_ids.json``: ``{"next_block": n}``, the first block of event ids
-  (:data:`~nlbandit.service.app.EVENT_ID_BLOCK`) no agent of the folder has been given. Each new agent gets block
-  n, ids n·2**32 + 1 .., and the file says n + 1 (written atomically) before the agent's folder is created, so no
-  two agents of the folder, removed ones included, ever issue the same event id: a reward sent to the wrong
-  agent's route, or a late one for a removed agent's event sent to a new agent of its name, is refused (404)
-  instead of being learnt for another decision. A fresh folder's first agent numbers from 1. A folder of an
-  earlier version (no such file) is numbered on from the blocks its agents and its ``retired/<name>.json`` files
-  (the first id after a removed agent's, which that version kept per name) have reached, its agents keeping
-  their ids.
+  (:data:`~nlbandit.service.app.EVENT_ID_BLOCK`, 2**36 ids) no agent of the folder has been given. Each new agent
+  gets block n, ids n·2**36 + 1 .., and the file says n + 1 (written atomically) before the agent's folder is
+  created, so no two agents created with this file, removed ones included, issue the same event id: a reward
+  sent to the wrong agent's route, or a late one for a removed agent's event sent to a new agent of its name, is
+  refused (404) instead of being learnt for another decision. A fresh folder's first agent numbers from 1. A
+  folder of an earlier version keeps its agents' ids (numbered from 1 each, so those agents still share theirs),
+  and new agents start past every block that its agents and its ``retired/<name>.json`` files (the first id
+  after a removed agent's, which that version kept per name) have reached. The file is part of the folder's
+  state, as the journals are: a folder restored without it gives blocks of agents removed since again.
 
 An agent exists once its folder holds ``agent.json`` (written atomically before ``PUT /agents/{name}`` is
 answered). Start-up recovers every agent independently: one that cannot be recovered (a damaged journal, a
@@ -55,8 +56,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 BLOCKS = "event_ids.json"
 """The state folder's file of the next block of event ids to give an agent (module docstring)."""
 MAX_BLOCKS = MAX_EVENT_ID // EVENT_ID_BLOCK
-"""How many blocks of event ids a state folder can give out (2**20: ids stay within 2**52, exact in a JSON
-client's double)."""
+"""How many blocks of event ids a state folder can give out, so how many agents it can create (2**16: ids stay
+within 2**52, exact in a JSON client's double)."""
 _FIELDS = {"policy": str, "d": int, "k": int, "horizon": (int, type(None)), "seed": int, "hyperparameters": dict}
 MAX_ARM_NUMBERS = 2**22
 """The most numbers of one decision's contexts, d × k, for an agent created through the service (4,194,304:
@@ -133,9 +134,10 @@ class Fleet:
         configuration). The folder stays locked until :meth:`close`.
 
         Raises:
-          ConfigError: another service holds the folder; a folder of the earlier one-agent layout; an invalid
-            name or configuration in ``agents``, or one that differs from the stored agent's. Nothing is left
-            behind in a folder this call created.
+          ConfigError: another service holds the folder; a folder of the earlier one-agent layout; a damaged
+            :data:`BLOCKS` or ``retired/`` record, or a :data:`BLOCKS` that cannot be written; an invalid name or
+            configuration in ``agents``, or one that differs from the stored agent's. Nothing is left behind in a
+            folder this call created.
         """
         folder = Path(folder)
         created = check_folder(folder, snapshot_every)
@@ -179,8 +181,7 @@ class Fleet:
             except Exception as e:  # noqa: BLE001 -- whatever is wrong with one agent's files must not stop the others
                 self.unavailable[path.name] = f"{path}: {type(e).__name__}: {e}"
         stored = self._stored_blocks()
-        reached = self._blocks_reached() if stored is None else stored
-        self._next_block = max(reached, self._blocks_of_agents())
+        self._next_block = max(stored or 0, self._blocks_reached(), self._blocks_of_agents())
         if self._next_block > (stored or 0):  # before any removal could take the agents' record with it
             try:
                 self._write_blocks(self._next_block)
@@ -195,45 +196,43 @@ class Fleet:
         if not path.exists():
             return None
         found = _integer_in(path, "next_block", 0, MAX_BLOCKS)
-        if found is None:
-            raise ConfigError(f'{path} does not hold {{"next_block": an integer in [0, 2**20]}}: restore it (it '
-                              "keeps the event ids of new agents apart from those of the agents created before)")
+        if not isinstance(found, int):
+            raise ConfigError(f'{path} does not hold {{"next_block": an integer in [0, {MAX_BLOCKS}]}} ({found}): '
+                              "restore it (it keeps the event ids of new agents apart from those of the agents "
+                              "created before)")
         return found
 
     def _first_id(self, name: str) -> int | None:
         """The first event id in the ``agent.json`` of the agent ``name``; None where it cannot be read."""
-        return _integer_in(self.folder / "agents" / name / "agent.json", "first_event_id", 1, MAX_EVENT_ID, 1)
+        found = _integer_in(self.folder / "agents" / name / "agent.json", "first_event_id", 1, MAX_EVENT_ID, 1)
+        return found if isinstance(found, int) else None
 
     def _blocks_of_agents(self) -> int:
-        """One past the last block of event ids the agents in the folder have reached (their first ids, and
-        their last where they were recovered)."""
+        """One past the last block of event ids that the agents start-up recovered have reached."""
         reached = 0
         for service in self.agents.values():
             last = service.agent.first_event_id - 1 + max(service.agent.rounds, 1)
             reached = max(reached, _block(last) + 1)
-        for name in self.unavailable:
-            first = self._first_id(name)
-            if first is not None:
-                reached = max(reached, _block(first) + 1)
-        return reached
+        return min(reached, MAX_BLOCKS)
 
     def _blocks_reached(self) -> int:
-        """For a folder of an earlier version (no :data:`BLOCKS`): one past the blocks that its removed agents
-        (``retired/<name>.json``, the first id after those of the removed agents of a name) and the agents whose
-        ``agent.json`` cannot be read (numbered from their name's retired id, their decisions unknown: that
-        block and the next) have reached; ConfigError for a retired file that does not say."""
+        """One past the blocks that the agents start-up could not recover (their decisions unknown: the block of
+        their first id and the next; that id from ``agent.json``, else their name's retired id, else 1) and the
+        removed agents of an earlier version (``retired/<name>.json``, the first id after those of the removed
+        agents of a name, which that version wrote) have reached; ConfigError for a retired file that does not
+        say."""
         reached = 0
         retired = {}
         for path in sorted((self.folder / "retired").glob("*.json")):
             first = _integer_in(path, "first_free", 1, MAX_EVENT_ID)
-            if first is None:
-                raise ConfigError(f'{path} does not hold {{"first_free": an integer in [1, 2**52]}}: restore it, or '
-                                  "delete it if no late reward of a removed agent of that name will come")
+            if not isinstance(first, int):
+                raise ConfigError(f'{path} does not hold {{"first_free": an integer in [1, 2**52]}} ({first}): '
+                                  "restore it, or delete it if no late reward of a removed agent of that name will "
+                                  "come")
             retired[path.stem] = first
             reached = max(reached, _block(first - 1) + 1)
         for name in self.unavailable:
-            if self._first_id(name) is None:
-                reached = max(reached, _block(retired.get(name, 1)) + 2)
+            reached = max(reached, _block(self._first_id(name) or retired.get(name, 1)) + 2)
         return min(reached, MAX_BLOCKS)
 
     def _write_blocks(self, next_block: int) -> None:
@@ -247,16 +246,21 @@ class Fleet:
             if block >= MAX_BLOCKS:
                 raise RequestError(503, f"every one of the {MAX_BLOCKS} blocks of event ids of {self.folder} has been "
                                         "given to an agent: start a new state folder")
-            self._write_blocks(block + 1)
+            try:
+                self._write_blocks(block + 1)
+            except OSError as e:
+                raise RequestError(503, f"{self.folder / BLOCKS} could not be written ({e}); no agent was "
+                                        "created") from None
             self._next_block = block + 1
         return block * EVENT_ID_BLOCK + 1
 
-    def _return_block(self, first: int) -> None:
-        """Give back the block of ``first`` that a creation which failed took, where no creation took one after
-        it (else it stays unused: a block is never given twice)."""
+    def _return_block(self, first: int, name: str) -> None:
+        """Give back the block of ``first`` that the creation of ``name`` took and failed, where no creation took
+        one after it and nothing of the agent's folder is left (else it stays unused: a block is never given
+        twice)."""
         block = _block(first)
         with self._blocks_lock:
-            if self._next_block == block + 1:
+            if self._next_block == block + 1 and not (self.folder / "agents" / name).exists():
                 with contextlib.suppress(OSError):
                     self._write_blocks(block)
                     self._next_block = block
@@ -293,10 +297,10 @@ class Fleet:
         try:
             service = Service.open(self.folder / "agents" / name, config, self.snapshot_every, self.trainer, first)
         except (ConfigError, ValueError, TypeError) as e:
-            self._return_block(first)
+            self._return_block(first, name)
             raise RequestError(400, str(e)) from None
         except BaseException:
-            self._return_block(first)
+            self._return_block(first, name)
             raise
         sync_folder(self.folder / "agents")
         return service
@@ -307,7 +311,9 @@ class Fleet:
 
         Raises:
           RequestError: 409 for an agent of another configuration (or one being created or removed), 503 for
-            one start-up could not recover, 400 for an invalid name or configuration.
+            one start-up could not recover or for a folder that has given every block of event ids or whose
+            :data:`BLOCKS` cannot be written, 400 for an invalid name or configuration.
+          OSError: the agent's folder could not be written (nothing is left of it).
         """
         if self._exists(name, config):
             return False
@@ -392,15 +398,17 @@ class Fleet:
         os.close(self._lock)
 
 
-def _integer_in(path: Path, key: str, low: int, high: int, default: int | None = None) -> int | None:
+def _integer_in(path: Path, key: str, low: int, high: int, default: int | None = None) -> int | str:
     """The integer ``key`` of the JSON object in ``path`` if it lies in [low, high] (``default`` where the object
-    lacks the key); None where the file cannot be read or holds anything else."""
+    lacks the key); else a string saying what is wrong (the file cannot be read, or what it holds)."""
     try:
         found = json.loads(path.read_text()).get(key, default)
-    except (OSError, ValueError, AttributeError):
-        return None
+    except OSError as e:
+        return f"it cannot be read: {e}"
+    except (ValueError, AttributeError):
+        return "not a JSON object"
     if not isinstance(found, int) or isinstance(found, bool) or not low <= found <= high:
-        return None
+        return f"{key!r} is {found!r}"
     return found
 
 
