@@ -493,6 +493,52 @@ def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(fleet):
     check_binding("0.0.0.0", "s3cret"), check_binding("127.0.0.1", None)
 
 
+def test_a_token_file_admits_each_of_its_tokens_and_is_read_again_when_it_changes(fleet, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """Tokens per client, rotated without a restart: a token removed from the file is refused from the next
+    request on; a file that cannot be used refuses every request (503, naming it) until it is fixed."""
+    from nlbandit.cli import main
+    from nlbandit.service.server import check_binding
+    from nlbandit.service.tokens import Tokens
+
+    path, version = tmp_path / "tokens", iter(range(1, 100))
+
+    def write(text: str) -> None:  # (a distinct modification time, whatever the file system's resolution)
+        path.write_text(text)
+        os.utime(path, ns=(0, next(version) * 10**9))
+
+    write("# clients\nalpha-1\n\n  beta-2  \n")
+    with TestClient(create_app(fleet, token_file=path)) as c:
+        def status(token: str) -> int:
+            return c.get("/health", headers={"Authorization": f"Bearer {token}"}).status_code
+
+        assert status("alpha-1") == status("beta-2") == 200 and status("gamma-3") == status("# clients") == 401
+        write("beta-2\ngamma-3\n")  # rotated: alpha out, gamma in
+        assert status("alpha-1") == 401 and status("gamma-3") == status("beta-2") == 200
+        for broken, reason in ((None, "No such file or directory"), ("beta-2\nbad token\n", "line 2: a token must "
+                               "be printable ASCII"), ("# none\n", "holds no token")):
+            path.unlink() if broken is None else write(broken)
+            r = c.get("/health", headers={"Authorization": "Bearer beta-2"})
+            assert r.status_code == 503 and str(path) in r.json()["error"] and reason in r.json()["error"]
+        write("beta-2\n")
+        assert status("beta-2") == 200 and status("gamma-3") == 401
+    with pytest.raises(ConfigError, match="not both"):
+        Tokens("beta-2", path)
+    with pytest.raises(ConfigError, match=r"tokens, line 1: a token must be printable ASCII"):
+        write("b\u00e9ta\n")
+        Tokens(None, path)
+    with pytest.raises(ConfigError, match="--token: a token must be printable ASCII"):
+        Tokens("two words")
+    check_binding("0.0.0.0", None, path)
+    monkeypatch.setenv("NLBANDIT_SERVE_TOKEN", "from-the-environment")  # (the default of --token only)
+    args = ["serve", str(tmp_path / "new"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
+    capsys.readouterr()
+    assert main(args + ["--token-file", str(tmp_path / "missing")]) == 2  # refused before the folder is touched
+    assert "missing: No such file or directory" in capsys.readouterr().err
+    assert main(args + ["--token-file", str(path), "--token", "t"]) == 2 and not (tmp_path / "new").exists()
+    assert "not both" in capsys.readouterr().err
+
+
 def test_metrics_in_prometheus_text_beside_json(client):
     client.post("/decide", json={"contexts": _contexts(0)})
     assert client.get("/metrics").json()["counts"] == {"decide": 1}

@@ -165,7 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; any other "
                      "address needs a token)")
     srv.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request "
-                     "(default: $NLBANDIT_SERVE_TOKEN; needed to bind a non-loopback address)")
+                     "(default: $NLBANDIT_SERVE_TOKEN; needed to bind a non-loopback address, or --token-file)")
+    srv.add_argument("--token-file", default=None, metavar="PATH", help="require one of the tokens of PATH (one per "
+                     "line, '#' comments), read again when it changes: tokens per client, rotated without a restart")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots "
                      "(default 1000)")
@@ -629,7 +631,8 @@ def _serve(args: argparse.Namespace) -> int:
                                   "optional)")
             config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed,
                                   **_hyperparameters(args.set, "serve"))
-        serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token)
+        serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token,
+              token_file=args.token_file)
     except (ConfigError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -50,6 +50,7 @@ from nlbandit.core.hyper import ConfigError
 from nlbandit.service.app import MAX_BATCH, MAX_BODY, RequestError, Service, parse_json
 from nlbandit.service.fleet import DEFAULT, Fleet, config_of
 from nlbandit.service.status import render, render_index
+from nlbandit.service.tokens import Tokens
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -141,15 +142,16 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 """The addresses ``nlbandit serve`` binds without a token (only this machine can reach them)."""
 
 
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to bind a non-loopback ``host`` without a token (anyone who can reach it could decide and reward).
+def check_binding(host: str, token: str | None, token_file: str | os.PathLike | None = None) -> None:
+    """Refuse to bind a non-loopback ``host`` without a token or a token file (anyone who can reach it could decide
+    and reward).
 
     Raises:
-      ConfigError: naming the two ways to give one.
+      ConfigError: naming the ways to give one.
     """
-    if host not in LOOPBACK and not token:
-        raise ConfigError(f"serve: binding {host!r} (not loopback) needs a token: --token TOKEN or ${TOKEN_VARIABLE}; "
-                          "clients then send 'Authorization: Bearer TOKEN'")
+    if host not in LOOPBACK and not token and token_file is None:
+        raise ConfigError(f"serve: binding {host!r} (not loopback) needs a token: --token TOKEN, ${TOKEN_VARIABLE} "
+                          "or --token-file PATH; clients then send 'Authorization: Bearer TOKEN'")
 
 
 class Traffic:
@@ -202,11 +204,14 @@ def prometheus_text(fleet: Fleet, traffic: Traffic) -> str:
     return "\n".join(lines) + "\n"
 
 
-def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None):
-    """The ASGI application (Starlette) serving ``fleet``; with ``token``, every request must carry
-    ``Authorization: Bearer <token>`` (else 401)."""
-    import hmac
+def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None,
+               token_file: str | os.PathLike | None = None):
+    """The ASGI application (Starlette) serving ``fleet``; with ``token``, or a file of tokens
+    (:mod:`~nlbandit.service.tokens`), every request must carry ``Authorization: Bearer <token>`` (else 401).
 
+    Raises:
+      ConfigError: both ``token`` and ``token_file``, or a token or token file that cannot be used.
+    """
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
@@ -215,23 +220,27 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
     from starlette.routing import Route
 
     traffic = Traffic()
+    tokens = None if token is None and token_file is None else Tokens(token, token_file)
 
     class Authorize:
-        """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>``."""
+        """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>`` of an accepted token
+        (503 while the token file cannot be used)."""
 
         def __init__(self, app):
-            self.app, self.expected = app, token.encode()
+            self.app = app
 
         async def __call__(self, scope, receive, send):
-            scheme, _, given = dict(scope.get("headers", ())).get(b"authorization", b"").partition(b" ")
-            # (an auth scheme's name is case-insensitive, RFC 9110 §11.1)
-            if scope["type"] == "http" and not (scheme.lower() == b"bearer" and
-                                                hmac.compare_digest(given.strip(), self.expected)):
-                traffic.counts["error 401"] += 1
-                refusal = JSONResponse({"error": "missing or wrong token: send 'Authorization: Bearer TOKEN'"},
-                                       status_code=401, headers={"WWW-Authenticate": "Bearer"})
-                await refusal(scope, receive, send)
-                return
+            if scope["type"] == "http":
+                scheme, _, given = dict(scope.get("headers", ())).get(b"authorization", b"").partition(b" ")
+                # (an auth scheme's name is case-insensitive, RFC 9110 §11.1)
+                refused = tokens.check(given.strip() if scheme.lower() == b"bearer" else b"")
+                if refused is not None:
+                    status, message = refused
+                    traffic.counts[f"error {status}"] += 1
+                    refusal = JSONResponse({"error": message}, status_code=status,
+                                           headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+                    await refusal(scope, receive, send)
+                    return
             await self.app(scope, receive, send)
 
     async def body_of(request: Request) -> Any:
@@ -343,7 +352,7 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None)
     for kind in ("decide", "decide_batch", "reward"):
         routes += [Route(f"/{kind}", agent_handler(kind), methods=["POST"]),
                    Route(f"/agents/{{name}}/{kind}", agent_handler(kind), methods=["POST"])]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[] if token is None else [Middleware(Authorize)])
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[] if tokens is None else [Middleware(Authorize)])
 
 
 def _enough_files() -> None:
@@ -355,12 +364,17 @@ def _enough_files() -> None:
 
 
 def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host: str = "127.0.0.1",
-          port: int = 8000, snapshot_every: int = 1000, max_body: int = MAX_BODY, token: str | None = None) -> None:
+          port: int = 8000, snapshot_every: int = 1000, max_body: int = MAX_BODY, token: str | None = None,
+          token_file: str | os.PathLike | None = None) -> None:
     """Open (or create) the service of ``folder`` (with the agent ``default`` of ``config`` created if given
-    and missing) and serve it with uvicorn until interrupted; ``token`` (default: ``$NLBANDIT_SERVE_TOKEN``)
-    is required by every request, and by a non-loopback ``host``."""
-    token = token or os.environ.get(TOKEN_VARIABLE) or None
-    check_binding(host, token)
+    and missing) and serve it with uvicorn until interrupted; ``token`` (default: ``$NLBANDIT_SERVE_TOKEN``, unless
+    ``token_file`` is given), or one of the tokens of ``token_file`` (:mod:`~nlbandit.service.tokens`), is required
+    by every request, and one of them by a non-loopback ``host``."""
+    if token_file is None:
+        token = token or os.environ.get(TOKEN_VARIABLE) or None
+    check_binding(host, token, token_file)
+    if token is not None or token_file is not None:
+        Tokens(token, token_file)  # (checked before the folder is touched)
     try:
         import starlette  # noqa: F401
         import uvicorn
@@ -376,8 +390,10 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
           + "".join(f"; {name} UNAVAILABLE: {why}" for name, why in fleet.unavailable.items())
           + "".join(f"; {what}" for what in fleet.recovered)
           + (f"; default recovered {fleet.agents[DEFAULT].recovered}" if DEFAULT in fleet.agents else "")
-          + f"; listening on http://{host}:{port}" + (" (requests need the token)" if token else ""), flush=True)
-    uvicorn.run(create_app(fleet, max_body, token), host=host, port=port, log_level="warning")
+          + f"; listening on http://{host}:{port}"
+          + (f" (requests need a token of {token_file})" if token_file is not None else
+             " (requests need the token)" if token else ""), flush=True)
+    uvicorn.run(create_app(fleet, max_body, token, token_file), host=host, port=port, log_level="warning")
 
 
 __all__ = ["LOOPBACK", "OPENAPI", "TOKEN_VARIABLE", "Traffic", "check_binding", "create_app", "fleet_metrics",
