@@ -527,7 +527,8 @@ def test_a_token_file_admits_each_of_its_tokens_and_is_read_again_when_it_change
     with pytest.raises(ConfigError, match=r"tokens, line 1: a token must be printable ASCII"):
         write("b\u00e9ta\n")
         Tokens(None, path)
-    with pytest.raises(ConfigError, match="--token: a token must be printable ASCII"):
+    with pytest.raises(ConfigError, match=r"the token \(--token or \$NLBANDIT_SERVE_TOKEN\): a token must be "
+                                          "printable ASCII"):
         Tokens("two words")
     check_binding("0.0.0.0", None, path)
     monkeypatch.setenv("NLBANDIT_SERVE_TOKEN", "from-the-environment")  # (the default of --token only)

@@ -28,7 +28,8 @@ class Tokens:
                               "(--token-file), not both")
         self.path = None if path is None else Path(path)
         self._seen: tuple | None = None
-        self._tokens: tuple[bytes, ...] = () if token is None else (_checked(token, "--token"),)
+        given = () if token is None else (_checked(token, "the token (--token or $NLBANDIT_SERVE_TOKEN)"),)
+        self._tokens: tuple[bytes, ...] = given
         self._broken: str | None = None
         if self.path is not None:
             self._reload()
