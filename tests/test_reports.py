@@ -228,7 +228,7 @@ def test_scale_estimates_follow_their_formula():
                     * _count(paper_rounds[-1]) / int(ours.group(1)))
         assert float(estimate.group(1).replace(",", "")) == pytest.approx(expected, abs=0.051), \
             f"scale.md, {link}: {cells[7]!r} against {expected:.1f} min"
-    assert estimates >= 6
+    assert estimates == sum("est." in cells[7] for _, cells in _scale_rows()) > 0  # (every estimate read)
 
 
 INDEX = ROOT / "docs" / "reproductions" / "README.md"
