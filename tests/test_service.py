@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import zlib
 
 import jax
@@ -496,46 +497,62 @@ def test_a_token_is_required_when_set_and_to_bind_beyond_loopback(fleet):
 def test_a_token_file_admits_each_of_its_tokens_and_is_read_again_when_it_changes(fleet, tmp_path, monkeypatch,
                                                                                   capsys):
     """Tokens per client, rotated without a restart: a token removed from the file is refused from the next
-    request on; a file that cannot be used refuses every request (503, naming it) until it is fixed."""
+    request on where the file's status changed, and within RECHECK seconds where an edit in place kept it (same
+    size and times: a review found such a token accepted for ever); a file that cannot be used refuses every
+    request (503) until it is fixed, the reason told to the operator (stderr), not to clients."""
+    import nlbandit.service.tokens as tokens_module
     from nlbandit.cli import main
     from nlbandit.service.server import check_binding
-    from nlbandit.service.tokens import Tokens
+    from nlbandit.service.tokens import RECHECK, Tokens
 
-    path, version = tmp_path / "tokens", iter(range(1, 100))
-
-    def write(text: str) -> None:  # (a distinct modification time, whatever the file system's resolution)
-        path.write_text(text)
-        os.utime(path, ns=(0, next(version) * 10**9))
-
-    write("# clients\nalpha-1\n\n  beta-2  \n")
+    path, clock = tmp_path / "tokens", [1000.0]
+    monkeypatch.setattr(tokens_module.time, "monotonic", lambda: clock[0])
+    path.write_bytes(b"\xef\xbb\xbf# clients\r\nalpha-1\r\n\n  beta-2 \t\n")  # (a byte-order mark, CRLF)
     with TestClient(create_app(fleet, token_file=path)) as c:
         def status(token: str) -> int:
             return c.get("/health", headers={"Authorization": f"Bearer {token}"}).status_code
 
         assert status("alpha-1") == status("beta-2") == 200 and status("gamma-3") == status("# clients") == 401
-        write("beta-2\ngamma-3\n")  # rotated: alpha out, gamma in
+        path.write_text("beta-2\ngamma-3\n")  # rotated: alpha out, gamma in (its status changed)
         assert status("alpha-1") == 401 and status("gamma-3") == status("beta-2") == 200
+        kept = os.stat(path)  # in place, the same size, its times within the file system's resolution:
+        path.write_text("delt-4\ngamma-3\n")  # (a status that does not change, as a coarse clock leaves it)
+        monkeypatch.setattr(tokens_module, "os", types.SimpleNamespace(stat=lambda _: kept))
+        assert status("beta-2") == 200  # until RECHECK seconds after the last read
+        clock[0] += RECHECK
+        assert status("beta-2") == 401 and status("delt-4") == 200
+        monkeypatch.setattr(tokens_module, "os", os)
+        capsys.readouterr()
         for broken, reason in ((None, "No such file or directory"), ("beta-2\nbad token\n", "line 2: a token must "
-                               "be printable ASCII"), ("# none\n", "holds no token")):
-            path.unlink() if broken is None else write(broken)
+                               "be printable ASCII"), ("beta-2 # client B\n", "line 1: a token must"),
+                               ("#beta-2\n", "holds no token")):
+            path.unlink() if broken is None else path.write_text(broken)
+            clock[0] += RECHECK
             r = c.get("/health", headers={"Authorization": "Bearer beta-2"})
-            assert r.status_code == 503 and str(path) in r.json()["error"] and reason in r.json()["error"]
-        write("beta-2\n")
+            assert r.status_code == 503 and "token file cannot be used" in r.json()["error"]
+            assert str(path) not in r.json()["error"] and "beta-2" not in r.json()["error"]
+            told = capsys.readouterr().err
+            assert str(path) in told and reason in told and "every request is refused (503)" in told
+        path.write_text("beta-2\n")
+        clock[0] += RECHECK
         assert status("beta-2") == 200 and status("gamma-3") == 401
-    with pytest.raises(ConfigError, match="not both"):
-        Tokens("beta-2", path)
+        assert "read again: 1 token(s)" in capsys.readouterr().err
+    for given, message in (("beta-2", "not both"), (None, "not a regular file")):
+        with pytest.raises(ConfigError, match=message):
+            Tokens(given, path if given else tmp_path)
     with pytest.raises(ConfigError, match=r"tokens, line 1: a token must be printable ASCII"):
-        write("b\u00e9ta\n")
+        path.write_text("b\u00e9ta\n")
         Tokens(None, path)
-    with pytest.raises(ConfigError, match=r"the token \(--token or \$NLBANDIT_SERVE_TOKEN\): a token must be "
-                                          "printable ASCII"):
-        Tokens("two words")
+    for bad in ("two words", "#hash"):
+        with pytest.raises(ConfigError, match=r"the token \(--token or \$NLBANDIT_SERVE_TOKEN\): a token must be "
+                                              "printable ASCII characters without spaces, not starting with '#'"):
+            Tokens(bad)
     check_binding("0.0.0.0", None, path)
     monkeypatch.setenv("NLBANDIT_SERVE_TOKEN", "from-the-environment")  # (the default of --token only)
     args = ["serve", str(tmp_path / "new"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
     capsys.readouterr()
     assert main(args + ["--token-file", str(tmp_path / "missing")]) == 2  # refused before the folder is touched
-    assert "missing: No such file or directory" in capsys.readouterr().err
+    assert "token file" in (err := capsys.readouterr().err) and "missing: No such file or directory" in err
     assert main(args + ["--token-file", str(path), "--token", "t"]) == 2 and not (tmp_path / "new").exists()
     assert "not both" in capsys.readouterr().err
 

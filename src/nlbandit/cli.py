@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request "
                      "(default: $NLBANDIT_SERVE_TOKEN; needed to bind a non-loopback address, or --token-file)")
     srv.add_argument("--token-file", default=None, metavar="PATH", help="require one of the tokens of PATH (one per "
-                     "line, '#' comments), read again when it changes: tokens per client, rotated without a restart")
+                     "line; lines starting with '#' are comments), read again when it changes: tokens per client, "
+                     "rotated without a restart")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--snapshot-every", type=int, default=1000, help="journal records between snapshots "
                      "(default 1000)")

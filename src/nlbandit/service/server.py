@@ -88,7 +88,8 @@ _AGENT_ROUTES = {
         {"contexts": _MATRIX, "mask": {"type": "array", "items": {"type": "boolean"}}}, ["contexts"]), _DECISION,
         {"400": "malformed, or outside the bounds", "401": "no token", "404": "no such agent",
          "409": "the agent has issued every event id of its block", "413": "too large",
-         "503": "the agent diverged, its journal failed, or it could not be recovered"}),
+         "503": "the agent diverged, its journal failed, or it could not be recovered; or the service's token "
+                "file cannot be used"}),
     "decide_batch": _call("post", "B decisions on the current state", _schema(
         {"contexts": {"type": "array", "items": _MATRIX}, "masks": {"type": "array", "items": {
             "type": "array", "items": {"type": "boolean"}}}}, ["contexts"]),
@@ -204,10 +205,11 @@ def prometheus_text(fleet: Fleet, traffic: Traffic) -> str:
     return "\n".join(lines) + "\n"
 
 
-def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None,
+def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | Tokens | None = None,
                token_file: str | os.PathLike | None = None):
     """The ASGI application (Starlette) serving ``fleet``; with ``token``, or a file of tokens
-    (:mod:`~nlbandit.service.tokens`), every request must carry ``Authorization: Bearer <token>`` (else 401).
+    (:mod:`~nlbandit.service.tokens`), or the :class:`~nlbandit.service.tokens.Tokens` given as ``token``, every
+    request must carry ``Authorization: Bearer <token>`` of one of them (else 401).
 
     Raises:
       ConfigError: both ``token`` and ``token_file``, or a token or token file that cannot be used.
@@ -220,7 +222,8 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | None = None,
     from starlette.routing import Route
 
     traffic = Traffic()
-    tokens = None if token is None and token_file is None else Tokens(token, token_file)
+    tokens = token if isinstance(token, Tokens) else (
+        None if token is None and token_file is None else Tokens(token, token_file))
 
     class Authorize:
         """ASGI middleware: 401 for a request without ``Authorization: Bearer <token>`` of an accepted token
@@ -373,8 +376,7 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
     if token_file is None:
         token = token or os.environ.get(TOKEN_VARIABLE) or None
     check_binding(host, token, token_file)
-    if token is not None or token_file is not None:
-        Tokens(token, token_file)  # (checked before the folder is touched)
+    tokens = None if token is None and token_file is None else Tokens(token, token_file)  # (before the folder)
     try:
         import starlette  # noqa: F401
         import uvicorn
@@ -393,7 +395,7 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
           + f"; listening on http://{host}:{port}"
           + (f" (requests need a token of {token_file})" if token_file is not None else
              " (requests need the token)" if token else ""), flush=True)
-    uvicorn.run(create_app(fleet, max_body, token, token_file), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(fleet, max_body, tokens), host=host, port=port, log_level="warning")
 
 
 __all__ = ["LOOPBACK", "OPENAPI", "TOKEN_VARIABLE", "Traffic", "check_binding", "create_app", "fleet_metrics",
