@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tracemalloc
 import zipfile
 
 import jax
@@ -427,6 +428,18 @@ def test_bad_input_is_refused_with_the_field_named():
         Agent("lin-ucb", d=D, k=K, horizon=T, bogus=1)
     with pytest.raises(ConfigError, match="unknown argument 'horizn'; the Agent's own are horizon"):
         Agent("lin-ucb", d=D, k=K, horizn=T)
+    with pytest.raises(ConfigError, match=r"field 'estimate_draws' must be an integer in \[0, 100000\], got 2251"):
+        Agent("lin-ts", d=D, k=K, estimate_draws=2**51)  # once accepted, then a MemoryError at the first decision
+    ok = Agent("lin-ucb", d=D, k=K, horizon=T)
+    event = ok.decide(x).event_id
+    for bad, message in [(None, "event_id must be an integer, or a list, tuple or 1-D array of them, got NoneType"),
+                         ({event: 1}, "got dict"), (np.array([[event]]), r"must be 1-D, got shape \(1, 1\)")]:
+        with pytest.raises(ValueError, match=message):  # (a dict once rewarded its keys)
+            ok.reward(bad, 1.0)
+    with pytest.raises(ValueError, match=r"masks must have shape \(B, k\) .* got shape \(\)"):
+        ok.decide_batch(x[None], masks=True)
+    ok.reward(np.array(event), 1.0)  # a 0-d array is one event id
+    assert ok.rewarded == 1
     for name in ("no-such-policy", ["lin-ucb"]):  # (the argument is 'policy', not an experiment file's 'name')
         with pytest.raises(ConfigError, match=r"Agent policy .*: field 'policy' must be one of ada-ofu-ecolog, .*"
                                               r"\(or <policy>@anytime\), got"):
@@ -439,6 +452,8 @@ def test_fewer_arms_and_unserialisable_meta_get_a_hint(tmp_path):
         agent.decide(np.zeros((K - 1, D)))
     with pytest.raises(ValueError, match="meta must be JSON-serialisable"):
         agent.save(tmp_path / "a.npz", meta={"x": np.float32(1)})
+    with pytest.raises(ValueError, match="meta must be a dict"):
+        agent.save(tmp_path / "a.npz", meta=[1, 2])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -624,6 +639,23 @@ def test_load_refuses_a_nan_state_a_huge_declared_array_and_a_fifo(tmp_path):
                     np.lib.format.write_array(f, a)
     with pytest.raises(ValueError, match="declares 8796093022208 bytes of float64 but holds 64"):
         Agent.load(tmp_path / "huge.npz")
+    bomb = np.zeros(10**7)  # 80 MB that compress to 80 kB: not read, whether unknown or of the wrong shape
+    np.savez_compressed(tmp_path / "extra.npz", **arrays, junk=bomb)
+    np.savez_compressed(tmp_path / "wrong.npz", **{**arrays, "state_0": bomb})
+    _with_header(tmp_path, arrays, "leaves.npz", lambda h: h.update(state_leaves=10**9))
+    np.savez(tmp_path / "deep.npz", **{**arrays, "header": np.frombuffer(b"[" * 100_000, np.uint8)})
+    with pytest.raises(ValueError, match="has no saved-agent header"):  # (once a RecursionError)
+        Agent.load(tmp_path / "deep.npz")
+    tracemalloc.start()
+    try:
+        assert Agent.load(tmp_path / "extra.npz").rounds == 0
+        with pytest.raises(ValueError, match="the saved state does not match"):
+            Agent.load(tmp_path / "wrong.npz")
+        with pytest.raises(ValueError, match="the saved state does not match"):
+            Agent.load(tmp_path / "leaves.npz")  # (once a list of 10⁹ entries first)
+        assert tracemalloc.get_traced_memory()[1] < bomb.nbytes / 4
+    finally:
+        tracemalloc.stop()
     os.mkfifo(tmp_path / "fifo")  # once hung forever
     with pytest.raises(ValueError, match="not a regular file"):
         Agent.load(tmp_path / "fifo")
@@ -679,6 +711,11 @@ def test_a_glm_agent_on_changing_contexts_is_told_of_its_history_form_which_serv
     fixed.decide(rng.normal(size=(4, 3)))
     with pytest.raises(ValueError, match="backend='history' with warmup='none'"):
         fixed.decide(rng.normal(size=(4, 3)))
+    first_batch = Agent("glm-ucb", 3, 4)  # a first call of several rounds fixes its first round's arms
+    x = rng.normal(size=(4, 3))
+    with pytest.raises(ValueError, match=r"decide_batch\[1\]: policy 'glm-ucb' keeps per-arm statistics"):
+        first_batch.decide_batch(np.stack([x, x[::-1]]))
+    assert first_batch.rounds == 0 and len(first_batch.decide_batch(np.stack([x, x]))) == 2
     history = Agent("glm-ucb", 3, 4, backend="history", warmup="none")
     for _ in range(3):
         history.reward(history.decide(rng.normal(size=(4, 3))).event_id, 1.0)

@@ -108,7 +108,7 @@ BAD = [
     ("/reward", b'{"event_id": 1' + b"0" * 400 + b', "value": 1.0}', 400, "'event_id' must be an integer"),
     ("/reward", json.dumps({"rewards": []}).encode(), 400, "non-empty list"),
     ("/reward", json.dumps({"rewards": [{"event_id": 1, "value": 1.0}, {"event_id": 1, "value": 1.0}]}).encode(),
-     409, "event 1 is rewarded twice in this batch"),
+     400, "event 1 is rewarded twice in this batch"),  # (bad input: not 409, which says it counted once)
     ("/decide", json.dumps({"contexts": [[1.0] * D] * K, "masks": [True] + [False] * (K - 1)}).encode(), 400,
      "unknown field(s) 'masks'; expected 'contexts', 'mask'"),
     ("/decide_batch", json.dumps({"contexts": [[[1.0] * D] * K], "mask": [[True] * K]}).encode(), 400,

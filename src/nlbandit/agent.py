@@ -69,6 +69,7 @@ match what the policy builds now, each with a message saying so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -116,6 +117,13 @@ probability (:mod:`nlbandit.host.propensity`): at d = 20, K = 50 a round with it
 error is about that of the 128 antithetic indicator draws used before (within 15%) where the probability is above
 0.5, and 1.6–5.5 times smaller where it is below 0.1, which is where inverse-propensity weights need it (300
 repeated estimates at five rounds of ``benchmarks/agent.py``'s problem, Lin-TS, GLM-TSL, GLM-FPL; 2026-11-26)."""
+MAX_DRAWS = 100_000
+"""The most draws per decision an agent takes to estimate a probability (``estimate_draws``): a decision's draws
+are held at once (k numbers each), and beyond the defaults' 64 or 1,000 they buy little (the standard error of a
+redrawn probability is at most 1/(2√draws): 0.0016 at this bound)."""
+AGENT_OPTIONS = ("horizon", "seed", "estimate_draws", "numpy_round", "first_event_id", "check_unread")
+"""The :class:`Agent`'s own keyword arguments beside its policy's hyperparameters (a service takes the first two as
+fields of an agent's configuration and sets the others itself)."""
 MAX_EVENT_ID = 2**52
 """The largest first event id an agent takes (event ids stay exact in JSON's doubles for 2**52 decisions more)."""
 INITIAL_HORIZON = 1024
@@ -262,8 +270,8 @@ class Agent:
         known = {h.name for h in policy_entry(policy, f"Agent policy '{policy}'", field="policy").hypers}
         unknown = sorted(set(hyperparameters) - known)
         if unknown:
-            raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are horizon, seed, "
-                              "estimate_draws, numpy_round, first_event_id, check_unread, and policy "
+            raise ConfigError(f"Agent: unknown argument '{unknown[0]}'; the Agent's own are "
+                              f"{', '.join(AGENT_OPTIONS)}, and policy "
                               f"'{policy}' takes {', '.join(sorted(known)) or 'no hyperparameters'}")
         config = agent_policy(policy, plain(hyperparameters), spec, f"Agent policy '{policy}'", check_unread)
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
@@ -455,7 +463,10 @@ class Agent:
                                  "diverged: lower the learning rate, or standardise the features); this agent makes "
                                  "no more decisions")
 
-    def _check_round(self, contexts: Any, mask: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+    def _check_round(self, contexts: Any, mask: Any, where: str, first: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """``contexts`` and ``mask`` of a decision checked (ValueError naming ``where``) and as the agent keeps them;
+        ``first``: the contexts of a batch's first decision, which a fixed-arm policy's first batch fixes."""
         k, d = self.spec.k, self.spec.d
         # copies of its own (kept until the reward, whatever the caller does), C-ordered and writable whatever the
         # caller's layout, so that the host round's numba functions see one argument type (one compilation each)
@@ -473,7 +484,8 @@ class Agent:
             raise ValueError(f"{where}: mask must be a boolean array of shape ({k},), got {m.dtype} {m.shape}")
         if mask is not None and not m.any():
             raise ValueError(f"{where}: mask offers no arm (every entry False)")
-        if self.policy.meta.requires.fixed_arms and self._arms is not None and not equal(x, self._arms):
+        arms = self._arms if self._arms is not None else first
+        if self.policy.meta.requires.fixed_arms and arms is not None and not equal(x, arms):
             raise ValueError(f"{where}: policy '{self.policy.meta.name}' keeps per-arm statistics of a fixed arm "
                              "set, but these contexts differ from the first decision's; use a policy for changing "
                              "contexts, or this policy's history form where it has one (the GLM policies: "
@@ -573,10 +585,11 @@ class Agent:
         x = _real_array(contexts, "decide_batch")  # a C-ordered copy of its own, as in _check_round
         if x.ndim != 3 or x.shape[0] < 1:
             raise ValueError(f"decide_batch: contexts must have shape (B, k, d) with B >= 1, got {x.shape}")
-        ms = [None] * x.shape[0] if masks is None else list(np.asarray(masks))
-        if len(ms) != x.shape[0]:
-            raise ValueError(f"decide_batch: masks must have one row per context set ({x.shape[0]}), got {len(ms)}")
-        rounds = [self._check_round(xi, mi, f"decide_batch[{i}]") for i, (xi, mi) in enumerate(zip(x, ms))]
+        ms = [None] * x.shape[0] if masks is None else np.asarray(masks)
+        if masks is not None and (ms.ndim != 2 or len(ms) != x.shape[0]):
+            raise ValueError(f"decide_batch: masks must have shape (B, k) with one row per context set (B = "
+                             f"{x.shape[0]}), got shape {np.shape(ms)}")
+        rounds = [self._check_round(xi, mi, f"decide_batch[{i}]", x[0]) for i, (xi, mi) in enumerate(zip(x, ms))]
         self._room(len(rounds), "decide_batch")
         self._prepare(*rounds[0])
         if learn:
@@ -636,11 +649,18 @@ class Agent:
 
         Raises:
           UnknownEvent, RepeatedReward: (ValueErrors) an event id that was never issued, or that was already
-            rewarded (also twice in one batch).
-          ValueError: a reward that is not finite or outside the rewards the policy's model describes, a
-            missing or unexpected ``variance_bound``; nothing is learnt then.
+            rewarded.
+          ValueError: an event id twice in one batch, a reward that is not finite or outside the rewards the
+            policy's model describes, a missing or unexpected ``variance_bound``; nothing is learnt then.
         """
-        batch = not np.isscalar(event_id)
+        if isinstance(event_id, np.ndarray) and event_id.ndim == 0:
+            event_id = event_id[()]
+        batch = isinstance(event_id, (list, tuple, np.ndarray))
+        if not batch and (not isinstance(event_id, (int, np.integer)) or isinstance(event_id, (bool, np.bool_))):
+            raise ValueError("reward: event_id must be an integer, or a list, tuple or 1-D array of them, got "
+                             f"{type(event_id).__name__} {event_id!r}")
+        if batch and np.ndim(event_id) != 1:
+            raise ValueError(f"reward: a batch of event ids must be 1-D, got shape {np.shape(event_id)}")
         ids = list(event_id) if batch else [event_id]
         values = list(np.atleast_1d(value)) if batch else [value]  # (strings stay strings: refused below)
         if len(values) != len(ids):
@@ -662,7 +682,7 @@ class Agent:
             if not isinstance(e, (int, np.integer)) or isinstance(e, bool):
                 raise ValueError(f"reward: event id must be an integer, got {e!r}")
             if e in seen:
-                raise RepeatedReward(f"reward: event {e} is rewarded twice in this batch; nothing was learnt")
+                raise ValueError(f"reward: event {e} is rewarded twice in this batch; nothing was learnt")
             if e not in self._pending:
                 if self._base < e <= self._base + self._t:
                     raise RepeatedReward(f"reward: event {e} was already rewarded (pending: {len(self._pending)} "
@@ -688,6 +708,8 @@ class Agent:
     def save(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> Path:
         """Write the agent to ``path`` (a ``.npz`` file) atomically and return the path; ``meta``, a
         JSON-serialisable dict, is saved with it (:attr:`meta` of the loaded agent)."""
+        if meta is not None and not isinstance(meta, dict):
+            raise ValueError(f"Agent.save: meta must be a dict (JSON-serialisable), got {type(meta).__name__}")
         path = Path(path)
         leaves = jax.tree.leaves(self.state)
         arrays = {f"state_{i}": _plain(a) for i, a in enumerate(leaves)}
@@ -714,12 +736,20 @@ class Agent:
     def load(cls, path: str | os.PathLike) -> "Agent":
         """The agent saved at ``path``; ``ValueError`` naming the problem for a file that is missing,
         truncated, not a saved agent, of another format version, or whose state does not fit the policy."""
-        path = Path(path)
-        arrays = _read_npz(path)
+        arrays = _SavedArrays(Path(path))
         try:
-            header = json.loads(arrays.pop("header").tobytes().decode())
+            return cls._from_saved(arrays)
+        finally:
+            arrays.close()
+
+    @classmethod
+    def _from_saved(cls, arrays: "_SavedArrays") -> "Agent":
+        """The agent of an open saved file (:meth:`load`)."""
+        path = arrays.path
+        try:
+            header = json.loads(arrays.get("header", dtype=np.uint8).tobytes().decode())
             fmt, version = header.get("format"), header.get("version")
-        except (KeyError, ValueError, AttributeError):
+        except (KeyError, ValueError, AttributeError, RecursionError):  # (AttributeError: none, or not an object)
             raise ValueError(f"Agent.load: {path} has no saved-agent header; it is not a file Agent.save "
                              "wrote") from None
         if fmt != FORMAT:
@@ -746,14 +776,14 @@ class Agent:
         template = jax.eval_shape(agent._programs.init, agent._params, agent._keys.policy_init)
         shapes = jax.tree.leaves(template)
         leaves = header.get("state_leaves")
-        saved = [arrays.get(f"state_{i}") for i in range(leaves)] if isinstance(leaves, int) else []
-        if len(saved) != len(shapes) or not all(a is not None and _fits(a, s) for a, s in zip(saved, shapes)):
+        saved = [arrays.get(f"state_{i}", *_saved_form(s)) for i, s in enumerate(shapes)] if leaves == len(shapes) \
+            else []
+        if len(saved) != len(shapes) or any(a is None for a in saved):
             raise ValueError(f"Agent.load: {path}: the saved state does not match the state policy "
                              f"'{config['name']}' has in this nlbandit version (saved by an incompatible version)")
         if not _finite(saved):
             raise ValueError(f"Agent.load: {path}: the saved state holds NaN or infinite values")
-        rounds, rewarded, pending = _events(header, path, spec, arrays.get("pending_contexts"),
-                                            arrays.get("first_arms"))
+        rounds, rewarded, pending = _events(header, path, spec, arrays)
         agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
                                                             [_restore(a, s) for a, s in zip(saved, shapes)]))
         agent._t, agent._rewarded, agent._learnt = rounds, rewarded, rewarded
@@ -765,9 +795,10 @@ class Agent:
                              f"{rounds}], got {agent._learnt_upto!r}")
         if not isinstance(agent.meta, dict):
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
-        agent._arms = arrays.get("first_arms")
+        agent._arms = arrays.get("first_arms", (spec.k, spec.d), np.float64)
         if agent._host is not None:  # (a file without them, or with others, derives them afresh)
-            caches = [arrays.get(f"host_cache_{i}") for i in range(len(agent._host.caches))]
+            at_most = sum(a.nbytes for a in saved)  # (a cache is computed from the state)
+            caches = [arrays.get(f"host_cache_{i}", max_bytes=at_most) for i in range(len(agent._host.caches))]
             agent._restore_caches([np.array(a, np.float64, order="C") if a is not None and a.dtype == np.float64
                                    and np.isfinite(a).all() else None for a in caches])
         return agent
@@ -827,6 +858,9 @@ def _check_fields(where: str, **fields: Any) -> None:
     check_sizes(where, d=fields["d"], k=fields["k"], horizon=fields["horizon"])
     if fields["seed"] > 2**32 - 1:
         raise ConfigError(f"{where}: field 'seed' must be an integer in [0, 2**32 - 1], got {fields['seed']!r}")
+    if fields["estimate_draws"] is not None and fields["estimate_draws"] > MAX_DRAWS:
+        raise ConfigError(f"{where}: field 'estimate_draws' must be an integer in [0, {MAX_DRAWS}], got "
+                          f"{fields['estimate_draws']!r}")
     if not isinstance(fields["numpy_round"], bool):
         raise ConfigError(f"{where}: field 'numpy_round' must be true or false, got {fields['numpy_round']!r}")
     first = fields["first_event_id"]
@@ -834,35 +868,73 @@ def _check_fields(where: str, **fields: Any) -> None:
         raise ConfigError(f"{where}: field 'first_event_id' must be an integer in [1, 2**52], got {first!r}")
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of a saved agent's ``.npz`` file, each member's declared shape checked against the bytes it
-    holds before anything is allocated (a crafted header declaring a huge array is refused, not read)."""
-    if not path.exists():
-        raise ValueError(f"Agent.load: no file {path}")
-    if not path.is_file():
-        raise ValueError(f"Agent.load: {path} is not a regular file")
-    arrays = {}
-    try:
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                        np.lib.format.read_array_header_2_0
-                    shape, fortran, dtype = read(f)
+class _SavedArrays:
+    """The members of a saved agent's ``.npz`` file, open (a file replaced meanwhile is not mixed in): each
+    member's declared shape and type read from its own header and checked against the bytes it holds when opened,
+    its data read only when asked for (:meth:`get`), so that a member the agent does not read, or one declared
+    other than the agent expects, is never allocated (a crafted file of huge or unknown members is refused or
+    skipped, not read)."""
+
+    def __init__(self, path: Path):
+        if not path.exists():
+            raise ValueError(f"Agent.load: no file {path}")
+        if not path.is_file():
+            raise ValueError(f"Agent.load: {path} is not a regular file")
+        self.path, self._declared = path, {}
+        self._zip: zipfile.ZipFile | None = None
+        with self._reading():
+            self._zip = zipfile.ZipFile(open(path, "rb"))
+            for info in self._zip.infolist():
+                with self._zip.open(info) as f:
+                    shape, fortran, dtype = self._header(f)
                     size = int(np.prod(shape, dtype=object)) * dtype.itemsize
                     if dtype.hasobject or f.tell() + size != info.file_size:
                         raise ValueError(f"member {info.filename!r} declares {size} bytes of {dtype} but holds "
                                          f"{info.file_size - f.tell()}")
-                    arrays[info.filename.removesuffix(".npy")] = np.frombuffer(f.read(size), dtype).reshape(
-                        shape, order="F" if fortran else "C")
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, TypeError) as e:
-        raise ValueError(f"Agent.load: {path} is not a readable saved agent (truncated or another kind of file: "
-                         f"{e})") from None
-    return arrays
+                self._declared[info.filename.removesuffix(".npy")] = (info, shape, fortran, dtype)
+
+    @staticmethod
+    def _header(f: Any) -> tuple:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        return read(f)
+
+    @contextlib.contextmanager
+    def _reading(self):
+        try:
+            yield
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, TypeError) as e:
+            self.close()
+            raise ValueError(f"Agent.load: {self.path} is not a readable saved agent (truncated or another kind of "
+                             f"file: {e})") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._declared
+
+    def get(self, name: str, shape: tuple | None = None, dtype: Any = None,
+            max_bytes: int | None = None) -> np.ndarray | None:
+        """Member ``name``'s array; None where there is none, or where it is declared of another ``shape`` or
+        ``dtype`` than given, or larger than ``max_bytes`` (nothing read then)."""
+        if name not in self._declared:
+            return None
+        info, declared, fortran, declared_dtype = self._declared[name]
+        size = int(np.prod(declared, dtype=object)) * declared_dtype.itemsize
+        if (shape is not None and tuple(declared) != tuple(shape)) or (dtype is not None and declared_dtype != dtype) \
+                or (max_bytes is not None and size > max_bytes):
+            return None
+        with self._reading(), self._zip.open(info) as f:
+            self._header(f)
+            return np.frombuffer(f.read(size), declared_dtype).reshape(declared, order="F" if fortran else "C")
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._zip is not None:
+            self._zip.fp.close()
+            self._zip.close()
+            self._zip = None
 
 
-def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, contexts: Any, first_arms: Any) -> tuple:
+def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, arrays: _SavedArrays) -> tuple:
     """(rounds, rewarded, pending) of a saved header, checked: every decision is rewarded or pending, pending
     events are distinct decisions with an arm among k, and their contexts are finite (k, d) arrays."""
     rounds, rewarded, pending = header.get("rounds"), header.get("rewarded"), header.get("pending")
@@ -875,13 +947,15 @@ def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, contexts: Any
             and len({p[0] for p in pending}) == len(pending) == rounds - rewarded):
         raise ValueError(f"Agent.load: {path}: the header's rounds, rewarded and pending events are inconsistent "
                          "(every decision 1..rounds must be rewarded or pending once, with an arm in 0..k-1)")
-    shapes = {"pending_contexts": (contexts, (len(pending), spec.k, spec.d)), "first_arms": (first_arms,
-                                                                                             (spec.k, spec.d))}
-    for name, (a, shape) in shapes.items():
-        if a is None and (name == "first_arms" or not pending):
+    shapes = {"pending_contexts": (len(pending), spec.k, spec.d), "first_arms": (spec.k, spec.d)}
+    contexts = None
+    for name, shape in shapes.items():
+        if name not in arrays and (name == "first_arms" or not pending):
             continue
-        if a is None or a.shape != shape or a.dtype != np.float64 or not np.isfinite(a).all():
+        a = arrays.get(name, shape, np.float64)
+        if a is None or not np.isfinite(a).all():
             raise ValueError(f"Agent.load: {path}: array {name!r} must be finite float64 of shape {shape}")
+        contexts = a if name == "pending_contexts" else contexts
     return rounds, rewarded, {e: (contexts[i], arm) for i, (e, arm) in enumerate(pending)}
 
 
@@ -921,11 +995,11 @@ def _plain(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
-def _fits(a: np.ndarray, template: Any) -> bool:
-    """Whether saved array ``a`` has the shape and type of state leaf ``template`` (as :func:`_plain` writes it)."""
+def _saved_form(template: Any) -> tuple[tuple, np.dtype]:
+    """The shape and type that state leaf ``template`` is saved in (as :func:`_plain` writes it)."""
     expected = jax.eval_shape(jax.random.key_data, template) if jnp.issubdtype(template.dtype,
                                                                                 jax.dtypes.prng_key) else template
-    return a.shape == expected.shape and a.dtype == expected.dtype
+    return tuple(expected.shape), np.dtype(expected.dtype)
 
 
 def _restore(a: np.ndarray, template: Any) -> jax.Array:
