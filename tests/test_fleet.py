@@ -83,6 +83,8 @@ def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp
     ("ok", {**UCB, "policy": "no-such-policy"}, "field 'policy' must be one of"),
     ("ok", {**UCB, "hyperparameters": {"alpha": -1.0}}, "field 'alpha' must be a number >= 0, got -1.0"),
     ("ok", {**UCB, "hyperparameters": {"d": 5}}, "must not hold ['d']"),
+    ("ok", {**UCB, "hyperparameters": {"estimate_draws": 2**50}}, "['estimate_draws'] are options of the agent"),
+    ("ok", {**UCB, "hyperparameters": {"first_event_id": 5}}, "['first_event_id'] are options of the agent"),
     ("ok", {**UCB, "hyperparameters": {"alpha": [1, 2]}}, "field 'alpha' must be a number >= 0, got [1, 2]"),
     ("ok", {**UCB, "hyperparameters": {"no_such": 1}}, "unknown argument 'no_such'"),
 ])
@@ -328,3 +330,68 @@ def test_a_decision_past_the_end_of_the_agents_block_is_refused(tmp_path):
         service.reward({"event_id": BLOCK, "value": 1.0})  # its rewards are still taken
     finally:
         service.close()
+
+
+def test_unknown_routes_and_methods_and_a_busy_agent_are_answered_in_json(tmp_path):
+    """A path no route serves (404) and a method its route does not take (405, with Allow) answer JSON like every
+    other error; a request for an agent being created or removed answers 503 with Retry-After (nothing of it
+    applied: a client sends it again), not 409, which a client of the reward route reads as 'counted once'."""
+    fleet = Fleet.open(tmp_path / "s")
+    with TestClient(create_app(fleet)) as c:
+        r = c.post("/nope", json={})
+        assert r.status_code == 404 and r.json() == {"error": "no route /nope; GET /openapi.json lists them"}
+        r = c.get("/decide")
+        assert r.status_code == 405 and r.headers["allow"] == "POST" and "GET is not allowed on /decide" in \
+            r.json()["error"]
+        assert c.put("/agents/a", json=UCB).status_code == 201
+        fleet._busy.add("b")  # as while its creation runs in a worker thread
+        for method, path, body in [("put", "/agents/b", UCB), ("post", "/agents/b/reward", {"event_id": 1,
+                                                                                            "value": 1.0}),
+                                   ("post", "/agents/b/decide", {"contexts": _contexts(0)}), ("delete", "/agents/b",
+                                                                                             None)]:
+            r = c.request(method.upper(), path, json=body)
+            assert (r.status_code, r.headers.get("retry-after")) == (503, "1"), (method, path, r.text)
+            assert "is being created or removed; try again" in r.json()["error"]
+        assert c.get("/metrics").json()["counts"]["error 503"] == 4
+
+
+def test_the_client_sends_a_request_answered_503_with_retry_after_again(tmp_path):
+    """Client: a 503 with Retry-After (an agent being created) is sent again after that long, up to its retries, so
+    the reward counts (True, not the 409 of a repeat); a 503 without it, or past the retries, raises."""
+    import http.server
+    import threading
+
+    from nlbandit.client import Client, ServiceError
+
+    answers, seen = [], []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.rfile.read(int(self.headers["Content-Length"])))
+            status, headers, body = answers.pop(0)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(f"http://127.0.0.1:{server.server_address[1]}", agent="b", retries=2)
+        busy = (503, {"Retry-After": "0"}, {"error": "agent 'b' is being created or removed; try again"})
+        answers[:] = [busy, busy, (200, {}, {"accepted": 1})]
+        assert client.reward(7, 1.0) is True and len(seen) == 3 and len(set(seen)) == 1
+        answers[:] = [busy, busy, busy]
+        with pytest.raises(ServiceError, match="503: agent 'b' is being created"):
+            client.reward(7, 1.0)
+        answers[:] = [(503, {}, {"error": "diverged"})]
+        with pytest.raises(ServiceError, match="503: diverged"):
+            client.decide([[0.0] * D] * K)
+        assert answers == []
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -106,6 +106,8 @@ BAD = [
     ("/reward", json.dumps({"event_id": 1, "value": 1e300}).encode(), 400, "magnitude at most 1e+06"),
     ("/reward", json.dumps({"event_id": 1.0, "value": 1.0}).encode(), 400, "'event_id' must be an integer"),
     ("/reward", b'{"event_id": 1' + b"0" * 400 + b', "value": 1.0}', 400, "'event_id' must be an integer"),
+    ("/reward", b'{"event_id": 99999999999999999999, "value": 1.0}', 400,
+     "'event_id' must be an integer of at most 64 bits, got one of about 1e+20"),  # (not 'got 1e+20')
     ("/reward", json.dumps({"rewards": []}).encode(), 400, "non-empty list"),
     ("/reward", json.dumps({"rewards": [{"event_id": 1, "value": 1.0}, {"event_id": 1, "value": 1.0}]}).encode(),
      400, "event 1 is rewarded twice in this batch"),  # (bad input: not 409, which says it counted once)
@@ -597,6 +599,10 @@ def test_serve_refuses_a_public_address_without_a_token_before_touching_the_fold
     args = ["serve", str(tmp_path / "s"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
     assert main(args) == 2
     assert "needs a token" in capsys.readouterr().err and not (tmp_path / "s").exists()
+    for given, message in [("d=5", "serve: --set must not hold ['d']: give them as fields of their own"),
+                           ("first_event_id=5", "options of the agent that the service sets itself")]:
+        assert main(args[:-2] + ["--set", given]) == 2  # ('d': once a traceback)
+        assert message in capsys.readouterr().err and not (tmp_path / "s").exists()
 
 
 def test_the_journal_is_compacted_into_segments_after_each_snapshot(tmp_path, monkeypatch):

@@ -620,7 +620,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """``nlbandit serve``: the service of a state folder (created from the flags when new)."""
-    from nlbandit.service.app import agent_config
+    from nlbandit.service.app import agent_config, check_hyperparameter_names
     from nlbandit.service.server import serve
 
     try:
@@ -630,8 +630,9 @@ def _serve(args: argparse.Namespace) -> int:
             if any(v is None for v in given):
                 raise ConfigError("serve: the default agent needs all of --policy, --d and --k (--horizon is "
                                   "optional)")
-            config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed,
-                                  **_hyperparameters(args.set, "serve"))
+            hyperparameters = _hyperparameters(args.set, "serve")
+            check_hyperparameter_names(hyperparameters, "serve: --set")
+            config = agent_config(args.policy, args.d, args.k, args.horizon, args.seed, **hyperparameters)
         serve(args.folder, config, args.host, args.port, args.snapshot_every, token=args.token,
               token_file=args.token_file)
     except (ConfigError, ValueError, OSError) as e:

@@ -15,8 +15,11 @@ growing pause. A reward is safe to resend: the service learns an event once and 
 copy, which :meth:`Client.reward` reports as "already counted" (False) instead of an error, so a reward whose
 first answer was lost counts exactly once either way. A decision is not idempotent (a resent one is a new
 event, the first left pending), so :meth:`Client.decide` retries only when the connection was refused, before
-anything reached the service. Any other refusal raises :class:`ServiceError` with the service's message and
-status.
+anything reached the service. Every request answered 503 with ``Retry-After`` (an agent being created or removed:
+nothing of the request was applied) is sent again after that many seconds, up to ``retries`` times, so a
+reward or a decision sent while its agent is being created still counts once, and a resent creation that meets its
+first copy still building finds it built. Any other refusal raises :class:`ServiceError` with the service's
+message and status.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class Client:
 
     def _call(self, method: str, path: str, body: Any = None, *, resend: bool) -> tuple[int, Any]:
         """(status, JSON reply); connection failures retried (all of them with ``resend``, else only refused
-        connections, where nothing reached the service)."""
+        connections, where nothing reached the service), and 503 answers with ``Retry-After`` (module
+        docstring)."""
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.url + path, data, self._headers, method=method)
@@ -59,6 +63,10 @@ class Client:
                 with urllib.request.urlopen(request, timeout=self.timeout) as reply:
                     return reply.status, json.loads(reply.read())
             except urllib.error.HTTPError as e:
+                wait = e.headers.get("Retry-After", "") if e.code == 503 else ""
+                if wait.isdigit() and attempt < self.retries:  # nothing of it applied: send it again then
+                    time.sleep(min(int(wait), self.timeout))
+                    continue
                 try:
                     return e.code, json.loads(e.read())
                 except ValueError:

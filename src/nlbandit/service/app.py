@@ -56,7 +56,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from nlbandit.agent import MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward, UnknownEvent
+from nlbandit.agent import AGENT_OPTIONS, MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward, UnknownEvent
 from nlbandit.atomic import write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.policies.warmup import Warmup
@@ -77,18 +77,37 @@ are a folder's agent creations."""
 
 
 class RequestError(ValueError):
-    """A request the service refuses, with its HTTP status."""
+    """A request the service refuses, with its HTTP status; ``retry_after``: the seconds after which the same
+    request may succeed (a 503 for a passing state, sent as ``Retry-After``), None for a refusal that stands."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, retry_after: int | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.retry_after = status, retry_after
 
 
 def agent_config(policy: str, d: int, k: int, horizon: int | None = None, seed: int = 0,
                  **hyperparameters: Any) -> dict[str, Any]:
     """The configuration ``agent.json`` holds (the arguments of :class:`~nlbandit.agent.Agent`; no horizon: the
-    agent's horizon-free form)."""
+    agent's horizon-free form). Build it from outside input after :func:`check_hyperparameter_names`."""
     return {"policy": policy, "d": d, "k": k, "horizon": horizon, "seed": seed, "hyperparameters": hyperparameters}
+
+
+CONFIG_FIELDS = ("policy", "d", "k", "horizon", "seed", "hyperparameters")
+"""The fields of an agent's configuration (:func:`agent_config`)."""
+
+
+def check_hyperparameter_names(hyperparameters: dict[str, Any], where: str) -> None:
+    """ConfigError where ``hyperparameters`` (a request's or ``serve --set``'s) name a field of the agent's
+    configuration (:data:`CONFIG_FIELDS`, given as fields of their own) or an option of the
+    :class:`~nlbandit.agent.Agent` that the service sets itself (:data:`~nlbandit.agent.AGENT_OPTIONS`): the
+    policy's hyperparameters only."""
+    fields = sorted(set(hyperparameters) & set(CONFIG_FIELDS))
+    options = sorted(set(hyperparameters) & set(AGENT_OPTIONS) - set(CONFIG_FIELDS))
+    if fields:
+        raise ConfigError(f"{where} must not hold {fields}: give them as fields of their own")
+    if options:
+        raise ConfigError(f"{where} must hold the policy's hyperparameters only; {options} are options of the "
+                          "agent that the service sets itself")
 
 
 class Service:
@@ -602,6 +621,9 @@ def _required(r: dict, name: str, where: str) -> Any:
 
 def _integer(r: dict, name: str, where: str) -> int:
     v = _required(r, name, where)
+    if isinstance(v, float) and v.is_integer() and abs(v) >= 2**63:  # (parse_json: beyond 64 bits)
+        raise RequestError(400, f"field '{where}{name}' must be an integer of at most 64 bits, got one of about "
+                                f"{v:.3g}")
     if not isinstance(v, int) or isinstance(v, bool):
         raise RequestError(400, f"field '{where}{name}' must be an integer, got {v!r}")
     return v

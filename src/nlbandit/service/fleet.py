@@ -46,7 +46,8 @@ from typing import Any
 from nlbandit.agent import MAX_EVENT_ID
 from nlbandit.atomic import sync_folder, write_bytes
 from nlbandit.core.hyper import ConfigError
-from nlbandit.service.app import EVENT_ID_BLOCK, RequestError, Service, agent_config, check_folder, lock_folder
+from nlbandit.service.app import (CONFIG_FIELDS, EVENT_ID_BLOCK, RequestError, Service, agent_config,
+                                  check_folder, check_hyperparameter_names, lock_folder)
 
 DEFAULT = "default"
 """The agent that the unprefixed routes (``/decide``, ``/reward``, ``/decide_batch``, ``/health``) serve, and
@@ -58,7 +59,10 @@ BLOCKS = "event_ids.json"
 MAX_BLOCKS = MAX_EVENT_ID // EVENT_ID_BLOCK
 """How many blocks of event ids a state folder can give out, so how many agents it can create (2**16: ids stay
 within 2**52, exact in a JSON client's double)."""
-_FIELDS = {"policy": str, "d": int, "k": int, "horizon": (int, type(None)), "seed": int, "hyperparameters": dict}
+_FIELDS = dict(zip(CONFIG_FIELDS, (str, int, int, (int, type(None)), int, dict)))  # (each field's JSON type)
+BUSY_RETRY = 1
+"""The seconds a request for an agent being created or removed is told to wait before it is sent again (503,
+``Retry-After``)."""
 MAX_ARM_NUMBERS = 2**22
 """The most numbers of one decision's contexts, d × k, for an agent created through the service (4,194,304:
 what an 8 MiB body can carry at two bytes a number). Larger sizes are refused before the agent is built: a large
@@ -93,9 +97,10 @@ def config_of(body: Any) -> dict[str, Any]:
                         "horizon": "an integer or null"}.get(name, "an integer")
             raise RequestError(400, f"field {name!r} must be {expected}, got {body[name]!r}")
     hyperparameters = body.get("hyperparameters", {})
-    reserved = sorted(set(hyperparameters) & set(_FIELDS))
-    if reserved:
-        raise RequestError(400, f"field 'hyperparameters' must not hold {reserved}: give them as fields of their own")
+    try:
+        check_hyperparameter_names(hyperparameters, "field 'hyperparameters'")
+    except ConfigError as e:
+        raise RequestError(400, str(e)) from None
     return agent_config(body["policy"], body["d"], body["k"], body.get("horizon"), body.get("seed", 0),
                         **hyperparameters)
 
@@ -266,21 +271,21 @@ class Fleet:
                     self._next_block = block
 
     def service(self, name: str) -> Service:
-        """The agent named ``name``; RequestError 404 (no such agent), 409 (being created or removed) or 503
-        (start-up could not recover it, with the reason)."""
+        """The agent named ``name``; RequestError 404 (no such agent) or 503 (being created or removed, with a
+        time to retry after; start-up could not recover it, with the reason)."""
         found = self.agents.get(name)
         if found is not None:
             return found
-        if name in self._busy:
-            raise RequestError(409, f"agent {name!r} is being created or removed; try again")
+        if name in self._busy:  # (passing: 503 with the time to wait, not 409, which a client reads as final)
+            raise RequestError(503, f"agent {name!r} is being created or removed; try again", BUSY_RETRY)
         if name in self.unavailable:
             raise RequestError(503, f"agent {name!r} could not be recovered: {self.unavailable[name]}")
         hint = " (create it: PUT /agents/default, or nlbandit serve DIR --policy ...)" if name == DEFAULT else ""
         raise RequestError(404, f"no agent named {name!r}{hint}; GET /agents lists them")
 
     def _exists(self, name: str, config: dict[str, Any]) -> bool:
-        """Whether the agent ``name`` exists with ``config``; RequestError 409 for one of another configuration
-        or being created or removed, 503 for one start-up could not recover, 400 for an invalid name."""
+        """Whether the agent ``name`` exists with ``config``; RequestError 409 for one of another configuration,
+        503 for one being created or removed or that start-up could not recover, 400 for an invalid name."""
         check_name(name)
         if name not in self.agents and name not in self.unavailable and name not in self._busy:
             return False
@@ -310,7 +315,7 @@ class Fleet:
         already with that configuration (a resent ``PUT``).
 
         Raises:
-          RequestError: 409 for an agent of another configuration (or one being created or removed), 503 for
+          RequestError: 409 for an agent of another configuration, 503 for one being created or removed, for
             one start-up could not recover or for a folder that has given every block of event ids or whose
             :data:`BLOCKS` cannot be written, 400 for an invalid name or configuration.
           OSError: the agent's folder could not be written (nothing is left of it).
@@ -338,11 +343,11 @@ class Fleet:
         into ``deleted/``); requests already accepted for it finish first.
 
         Raises:
-          RequestError: 404 for no such agent, 409 for one being created or removed.
+          RequestError: 404 for no such agent, 503 for one being created or removed.
         """
         check_name(name)
         if name not in self.agents and name not in self.unavailable:
-            self.service(name)  # raises 404 or 409
+            self.service(name)  # raises 404, or 503 while it is being created or removed
         self._busy.add(name)
         try:
             service = self.agents.pop(name, None)

@@ -1,9 +1,10 @@
 """``nlbandit serve``: the named agents of a state folder (:class:`~nlbandit.service.fleet.Fleet`) over HTTP.
 
-API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input; numbers are
-JSON numbers (no strings, booleans, NaN or infinities) within the agent's bounds
-(:data:`~nlbandit.agent.MAX_MAGNITUDE`); a field a route does not take is refused; an agent whose state diverged
-answers 503). Agents:
+API (JSON bodies; errors are ``{"error": message}`` with a 4xx status, never a 500 for bad input, a path no
+route serves and a method a route does not take included; numbers are JSON numbers (no strings, booleans, NaN or
+infinities) within the agent's bounds (:data:`~nlbandit.agent.MAX_MAGNITUDE`); a field a route does not take is
+refused; an agent whose state diverged answers 503, and so does, with ``Retry-After``, a request for an agent being
+created or removed: nothing of it was applied, send it again then). Agents:
 
 * ``PUT /agents/{name}`` ``{"policy", "d", "k", "horizon"?, "seed"?, "hyperparameters"?}`` → 201 (created,
   durable) or 200 (it exists with this configuration: a resent ``PUT``); 409 for another configuration;
@@ -83,25 +84,28 @@ def _call(method: str, summary: str, request: dict[str, Any] | None, reply: dict
     return {method: found}
 
 
+_BUSY = "; or the agent is being created or removed (with Retry-After: send it again then)"
+
 _AGENT_ROUTES = {
     "decide": _call("post", "Choose an arm among K arms of d features", _schema(
         {"contexts": _MATRIX, "mask": {"type": "array", "items": {"type": "boolean"}}}, ["contexts"]), _DECISION,
         {"400": "malformed, or outside the bounds", "401": "no token", "404": "no such agent",
          "409": "the agent has issued every event id of its block", "413": "too large",
          "503": "the agent diverged, its journal failed, or it could not be recovered; or the service's token "
-                "file cannot be used"}),
+                "file cannot be used" + _BUSY}),
     "decide_batch": _call("post", "B decisions on the current state", _schema(
         {"contexts": {"type": "array", "items": _MATRIX}, "masks": {"type": "array", "items": {
             "type": "array", "items": {"type": "boolean"}}}}, ["contexts"]),
         _schema({"decisions": {"type": "array", "items": _DECISION}}, ["decisions"]),
         {"400": "malformed", "401": "no token", "404": "no such agent",
          "409": "the batch would number past the end of the agent's block of event ids",
-         "413": f"more than {MAX_BATCH} decisions or too large"}),
+         "413": f"more than {MAX_BATCH} decisions or too large", "503": "as for decide" + _BUSY}),
     "reward": _call("post", "The reward of a decision, or of a batch (all or nothing)", {"oneOf": [_REWARD, _schema(
         {"rewards": {"type": "array", "items": _REWARD}}, ["rewards"])]},
         _schema({"accepted": {"type": "integer"}}, ["accepted"]),
         {"400": "malformed", "401": "no token", "404": "an event never issued, or no such agent",
-         "409": "an event already rewarded: it counted once", "413": f"more than {MAX_BATCH} rewards"}),
+         "409": "an event already rewarded: it counted once", "413": f"more than {MAX_BATCH} rewards",
+         "503": "as for decide" + _BUSY}),
     "health": {"get": {"summary": "The agent's counters and status", "responses": {"200": {
         "description": "status, policy, d, k, rounds, rewarded, pending, recovered, snapshot_error"}}}},
 }
@@ -119,11 +123,11 @@ OPENAPI: dict[str, Any] = {
                                    {"type": "object"}, {"400": "invalid name or configuration", "401": "no token",
                                                         "409": "it exists with another configuration",
                                                         "503": "every block of event ids given, or the folder "
-                                                               "could not be written"}, ok="201"),
+                                                               "could not be written" + _BUSY}, ok="201"),
                            **_call("get", "The agent's configuration and counters", None, {"type": "object"},
                                    {"404": "no such agent"}),
                            **_call("delete", "Remove the agent and its files", None, {"type": "object"},
-                                   {"404": "no such agent", "409": "being created or removed"})},
+                                   {"404": "no such agent", "503": "being created or removed (Retry-After)"})},
         **{f"/agents/{{name}}/{route}": {"parameters": _NAME, **spec} for route, spec in _AGENT_ROUTES.items()},
         **{f"/{route}": spec for route, spec in _AGENT_ROUTES.items() if route != "health"},
         "/health": {"get": {"summary": "The default agent's health, else the service's", "responses": {"200": {
@@ -215,6 +219,7 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | Tokens | Non
       ConfigError: both ``token`` and ``token_file``, or a token or token file that cannot be used.
     """
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
     from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
     from starlette.requests import ClientDisconnect, Request
@@ -259,7 +264,16 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | Tokens | Non
 
     def refused(e: RequestError, service: Service | None) -> JSONResponse:
         (service.counts if service is not None else traffic.counts)[f"error {e.status}"] += 1
-        return JSONResponse({"error": str(e)}, status_code=e.status)
+        return JSONResponse({"error": str(e)}, status_code=e.status,
+                            headers=None if e.retry_after is None else {"Retry-After": str(e.retry_after)})
+
+    async def not_routed(request: Request, e: HTTPException) -> JSONResponse:
+        """A path no route serves (404) or a method its route does not take (405, with ``Allow``), as JSON."""
+        traffic.counts[f"error {e.status_code}"] += 1
+        message = (f"no route {request.url.path}; GET /openapi.json lists them" if e.status_code == 404 else
+                   f"{request.method} is not allowed on {request.url.path}; allowed: {e.headers.get('Allow', '')}"
+                   if e.status_code == 405 and e.headers else e.detail)
+        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
 
     def agent_handler(kind: str):
         async def handle(request: Request) -> JSONResponse:
@@ -355,7 +369,8 @@ def create_app(fleet: Fleet, max_body: int = MAX_BODY, token: str | Tokens | Non
     for kind in ("decide", "decide_batch", "reward"):
         routes += [Route(f"/{kind}", agent_handler(kind), methods=["POST"]),
                    Route(f"/agents/{{name}}/{kind}", agent_handler(kind), methods=["POST"])]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[] if tokens is None else [Middleware(Authorize)])
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[] if tokens is None else [Middleware(Authorize)],
+                     exception_handlers={HTTPException: not_routed})
 
 
 def _enough_files() -> None:
