@@ -13,7 +13,7 @@ from nlbandit.store import Store
 EXPERIMENT = """
 title = "executors"
 horizon = {horizon}
-seeds = 3
+seeds = {seeds}
 [tune]
 seeds = 2
 [env]
@@ -38,7 +38,7 @@ name = "timed"
 text = "a runtime claim: its run stays in the driver"
 check = "runtime('UCB [alpha=0.5]') > 0"
 """
-"""The experiment file's text; ``.format(horizon=...)``."""
+"""The experiment file's text; ``.format(horizon=..., seeds=...)``."""
 
 
 class Recording:

@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,11 +23,15 @@ from executor_cases import EXPERIMENT, assert_same, results
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.executors import (Job, LocalExecutor, ProcessExecutor, _ForwardingStore,
                                            make_executor, next_job)
-from nlbandit.experiments.runner import balance
+from nlbandit.experiments.plan import load_experiment
+from nlbandit.experiments.runner import JOBS_PER_WORKER, MIN_PIECE_SEEDS, balance
+from nlbandit.experiments.spec import RunConfig
+from nlbandit.experiments.tuning import tune_experiment
+from nlbandit.store import Store
 
 
 def test_worker_processes_reproduce_the_local_executor_bit_for_bit(tmp_path, experiment_file):
-    path = experiment_file(EXPERIMENT.format(horizon=300))
+    path = experiment_file(EXPERIMENT.format(horizon=300, seeds=3))
     local, local_checkpoints = results(path, LocalExecutor(), tmp_path / "local.duckdb", chunk_size=100)
     with contextlib.closing(ProcessExecutor(2, checkpoint_every=0)) as executor:
         remote, remote_checkpoints = results(path, executor, tmp_path / "processes.duckdb", chunk_size=100)
@@ -56,8 +60,12 @@ def test_a_worker_sends_its_batchs_checkpoint_once_per_interval_and_every_other_
     assert [sent.get_nowait(), sent.get_nowait()] == [("checkpoint", "own", t, b"x") for t in (1, 2)]
 
 
+def _run(label, seeds, first=0, horizon=5000):
+    return RunConfig(label, (), {"name": "linear"}, {"name": "lin-ucb"}, horizon, seeds, 10, seed_offset=first)
+
+
 def _runs(label, n, seeds=5, horizon=5000):
-    return [SimpleNamespace(label=f"{label}{i}", n_seeds=seeds, horizon=horizon, loop="bandit") for i in range(n)]
+    return [_run(f"{label}{i}", seeds, horizon=horizon) for i in range(n)]
 
 
 def test_a_batch_holding_more_than_a_workers_share_is_cut_in_halves_in_its_place():
@@ -66,10 +74,48 @@ def test_a_batch_holding_more_than_a_workers_share_is_cut_in_halves_in_its_place
     assert labels == [[f"g{i}" for i in range(5)], [f"g{i}" for i in range(5, 9)], ["a0"], ["b0"], ["c0"]]
     assert balance([grid] + small, 1) == [grid] + small  # one worker: nothing to balance
     assert [len(b) for b in balance([_runs("g", 8)], 4)] == [2, 2, 2, 2]
-    alone = [_runs("x", 1, horizon=10**6)] + small  # a single run is never cut
+    alone = [_runs("x", 1, horizon=10**6)] + small  # a single run is not cut between runs (nor these 5 seeds)
     assert balance(alone, 2) == alone
     tuning = [_runs(x, 25, seeds=1, horizon=300) for x in "pqr"]  # no batch over its share
     assert balance(tuning, 2) == tuning
+
+
+def _pieces(batches):
+    return [[(r.label, r.seed_offset, r.n_seeds) for r in b] for b in batches]
+
+
+def test_few_batches_are_cut_between_their_seeds_into_one_piece_per_worker():
+    """Batches that number fewer than JOBS_PER_WORKER per worker, once cut to their shares, are each cut between
+    their seeds as well, in their places: one piece per worker, of at least MIN_PIECE_SEEDS seeds."""
+    heavy, grid = [_run("h", 50, first=10)], [_run("a", 11), _run("b", 11)]
+    assert _pieces(balance([heavy, grid], 2)) == [[("h", 10, 25)], [("h", 35, 25)],
+                                                  [("a", 0, 6), ("b", 0, 6)], [("a", 6, 5), ("b", 6, 5)]]
+    assert balance([heavy, grid], 1) == [heavy, grid]
+    assert _pieces(balance([heavy], 16)) == [[("h", 10 + 5 * i, 5)] for i in range(10)]  # 5 seeds at least
+    assert _pieces(balance([[_run("s", 9)], heavy], 2)) == [[("s", 0, 9)], [("h", 10, 25)], [("h", 35, 25)]]
+    regression = [replace(_run("r", 50), loop="regression")]  # (its last bits move with the seeds beside)
+    assert balance([regression, heavy], 2) == [regression] + balance([heavy], 2)
+    many = [[_run(f"m{i}", 50)] for i in range(4 * 2)]
+    assert len(many) == JOBS_PER_WORKER * 2 and MIN_PIECE_SEEDS == 5
+    assert balance(many, 2) == many  # enough batches to share out whole
+
+
+def test_batches_cut_between_their_seeds_for_the_workers_give_the_numbers_of_the_whole_batches(tmp_path,
+                                                                                             experiment_file):
+    """Three batches of 10 seeds for two workers: each computed as two pieces of 5 seeds (the timed run whole),
+    every seed's numbers bit for bit those of the whole batches computed in one process."""
+    path = experiment_file(EXPERIMENT.format(horizon=300, seeds=10))
+    local, _ = results(path, LocalExecutor(), tmp_path / "local.duckdb")
+    with contextlib.closing(ProcessExecutor(2)) as executor:
+        remote, _ = results(path, executor, tmp_path / "processes.duckdb")
+    assert_same(local, remote)
+    with Store(tmp_path / "processes.duckdb") as store:  # (the tuning's points, 2 seeds each, are stored)
+        runs = tune_experiment(load_experiment(path), store, progress=False, log=lambda m: None).runs
+        parts = store.parts(r.series_id for r in runs)
+    assert {r.label: [p.holds for p in parts[r.series_id] if p.first_seed < 10] for r in runs} == {  # (TS's
+        # chosen point is also the tuning's series, on seeds 10⁹ and up)
+        "UCB [alpha=0.5]": [tuple(range(10))],  # timed: whole
+        **{label: [tuple(range(5)), tuple(range(5, 10))] for label in ("TS", "ES", "UCB [alpha=1.0]")}}
 
 
 def _fail(store, *, log, progress):

@@ -29,14 +29,14 @@ def cluster():
 
 
 def test_ray_executor_reproduces_the_local_executor_bit_for_bit(tmp_path, experiment_file, cluster):
-    path = experiment_file(EXPERIMENT.format(horizon=300))
+    path = experiment_file(EXPERIMENT.format(horizon=300, seeds=3))
     local, _ = results(path, None, tmp_path / "local.duckdb")
     remote, _ = results(path, RayExecutor(), tmp_path / "ray.duckdb")
     assert_same(local, remote)
 
 
 def test_a_killed_worker_has_its_batch_retried(tmp_path, experiment_file, cluster):
-    path = experiment_file(EXPERIMENT.format(horizon=4000))
+    path = experiment_file(EXPERIMENT.format(horizon=4000, seeds=3))
     local, _ = results(path, None, tmp_path / "local.duckdb")
     killed, stop = [], threading.Event()
 

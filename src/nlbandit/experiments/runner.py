@@ -75,37 +75,80 @@ def batches(runs: list[RunConfig], alone: set[str] = frozenset()) -> list[list[R
     return list(groups.values())
 
 
+JOBS_PER_WORKER = 4
+"""A call whose batches, once cut to their shares, number fewer than this many per worker has every batch cut between
+its seeds as well (:func:`balance`)."""
+
+SEED_EXACT_LOOPS = frozenset({"bandit", "replay", "evaluate"})
+"""The loops whose batches :func:`balance` cuts between their seeds for the workers: those whose every seed's
+numbers were found bit for bit the same computed beside other seeds or not (the quick scales of ten experiment
+files, 4 seeds whole against 2 + 2, 2026-11-29: 81 series of linear, GLM, ensemble and neural policies, DeepFPL and
+NeuralLog included). Not the regression loop: its curves moved in the last bits (by up to 1.3e-11), so its numbers
+would depend on how many workers computed them."""
+
+MIN_PIECE_SEEDS = 5
+"""The fewest seeds a piece of a batch cut between its seeds for the workers keeps (:func:`balance`): the quick
+scales' batches of 1-3 seeds stay whole (a piece of another size is another program to compile, and their
+compilation is most of their time), and a piece still computes its seeds side by side."""
+
+
+def seed_pieces(batch: list[RunConfig], pieces: int) -> list[list[RunConfig]]:
+    """``batch`` cut between its seeds (its runs have the same ones: :func:`batch_key`) into ``pieces`` runs of
+    consecutive seeds each (the first ones one seed larger where they do not divide evenly); ``[batch]`` for one
+    piece or fewer."""
+    n, first = batch[0].n_seeds, batch[0].seed_offset
+    pieces = max(1, min(pieces, n))
+    sizes = [n // pieces + (i < n % pieces) for i in range(pieces)]
+    starts = [first + sum(sizes[:i]) for i in range(pieces)]
+    return [batch] if pieces == 1 else [[replace(r, seed_offset=start, n_seeds=size) for r in batch]
+                                        for start, size in zip(starts, sizes)]
+
+
 def balance(todo: list[list[RunConfig]], slots: int) -> list[list[RunConfig]]:
-    """``todo``'s batches, with any batch that holds more than its share of the work of ``slots`` workers cut in
-    halves (in its place), again until none does: otherwise the other workers would wait on it. The work of a batch
-    is its seed-rounds (runs × seeds × rounds). A batch of several runs is cut between its runs, and one program
-    computes each half (two where their sizes differ): a run's numbers did not change with its batch's size on the
-    quick tier's 1,252 runs (docs/performance.md). A batch of a loop of :data:`SHARED_INPUT_LOOPS` is cut between its
-    seeds instead, so that each half still computes every run on the inputs it shares (each seed's are its own)."""
+    """``todo``'s batches cut for ``slots`` workers, so that none waits on another's last batch.
+
+    First any batch that holds more than its share of the work is cut in halves (in its place), again until none
+    does; the work of a batch is its seed-rounds (runs × seeds × rounds). A batch of several runs is cut between its
+    runs, and one program computes each half (two where their sizes differ): a run's numbers did not change with its
+    batch's size on the quick tier's 1,252 runs (docs/experiments.md#executors). A batch of a loop of
+    :data:`SHARED_INPUT_LOOPS` is cut between its seeds instead, so that each half still computes every run on the
+    inputs it shares (each seed's are its own).
+
+    Seed-rounds do not say what a round costs, which differs between policies by orders of magnitude (a network
+    trained for 100 steps a round against a rank-one update), so a call of few batches can leave one worker on its
+    most expensive batch long after the others are done (sun2025/fig1d at 50 seeds: three of its seven runs took 27,
+    54 and 52 of its 141 minutes). So when the batches number fewer than :data:`JOBS_PER_WORKER` per worker, each is
+    then cut between its seeds into one piece per worker (:func:`seed_pieces`, pieces of at least
+    :data:`MIN_PIECE_SEEDS` seeds, side by side in its place), in a loop of :data:`SEED_EXACT_LOOPS`, whose
+    seeds' numbers do not depend on the seeds computed beside them (``tests/test_executors.py``): the workers take
+    the pieces of a batch together, whatever it costs."""
     def work(batch: list[RunConfig]) -> int:
         return sum(r.n_seeds * r.horizon for r in batch)
 
     def halves(batch: list[RunConfig]) -> list[list[RunConfig]]:
         """The two halves of ``batch``, or none where it cannot be cut (a run, or a seed)."""
         if batch[0].loop in SHARED_INPUT_LOOPS:
-            first, rest = (batch[0].n_seeds + 1) // 2, batch[0].n_seeds // 2
-            return [[replace(r, n_seeds=first) for r in batch],
-                    [replace(r, seed_offset=r.seed_offset + first, n_seeds=rest) for r in batch]] if rest else []
+            return seed_pieces(batch, 2) if batch[0].n_seeds > 1 else []
         half = (len(batch) + 1) // 2
         return [batch[:half], batch[half:]] if len(batch) > 1 else []
 
+    if slots <= 1:
+        return todo
     share = sum(work(b) for b in todo) / slots
     out: list[list[RunConfig]] = []
     for batch in todo:
         pending = [batch]
         while pending:
             b = pending.pop(0)
-            cut = halves(b) if slots > 1 and work(b) > share else []
+            cut = halves(b) if work(b) > share else []
             if cut:
                 pending[:0] = cut
             else:
                 out.append(b)
-    return out
+    if len(out) >= JOBS_PER_WORKER * slots:
+        return out
+    return [piece for b in out for piece in (seed_pieces(b, min(slots, b[0].n_seeds // MIN_PIECE_SEEDS))
+                                             if b[0].loop in SEED_EXACT_LOOPS else [b])]
 
 
 def seed_ranges(seeds: list[int]) -> list[range]:
