@@ -516,6 +516,30 @@ def _cli_cases():
         ("results-db-garbage", db("garbage", "results"), "not a valid DuckDB database file"),
         ("results-db-other-schema", db("other schema", "results"), "has a table 'series' with columns (a)"),
         ("results-db-missing", lambda tmp: ["results", "--db", str(tmp / "none.duckdb")], "no results database at"),
+        # found by an audit (2026-11-29), each once a traceback, a crash after the runs, or a silent surprise
+        ("env-empty", edit('[env]\nname = "linear"\nd = 3\nk = 4', "env = []"),
+         "field 'env' must be a table or a non-empty array of tables ([[env]]), got []"),
+        ("claim-name-twice", edit("lam = 1.0", 'lam = 1.0\n[[claims]]\nname = "c"\ncheck = "regret(\'ES\') > 0"\n'
+                                               '[[claims]]\nname = "c"\ncheck = "regret(\'ES\') < 0"'),
+         "claims[1]: field 'name' = 'c' is used by an earlier claim"),
+        ("label-line-break", edit('label = "ES"', 'label = "E\\nS"'), "field 'label' must be printable text"),
+        ("label-pipe", edit('label = "ES"', 'label = "E | S"'), "field 'label' must be printable text"),
+        ("label-blank", edit('label = "ES"', 'label = "  "'), "field 'label' must be printable text"),
+        ("unread-not-set", edit("lam = 1.0", 'lam = 1.0\nunread = ["kappa"]'),
+         "field 'unread' names ['kappa'], which this table does not set"),
+        ("path-empty", lambda tmp: ["check", "", "--db", str(tmp / "r.duckdb")],
+         "argument file: an empty path (did a variable go unset?)"),
+        ("out-empty", edit("seeds = 2", "seeds = 2", "--out", ""), "argument --out: an empty path"),
+        ("resample-huge", edit("seeds = 2", "seeds = 2", "--resample", "1000000000000"),
+         "--resample must be a number of draws in [0, 100000]"),
+        ("seeds-no-database", lambda tmp: ["seeds", str(write(tmp, GOOD)), "--db", str(tmp / "sd" / "new.duckdb")],
+         "no results database at"),
+        ("seeds-sizes-huge", lambda tmp: ["seeds", str(write(tmp, GOOD)), "--sizes", "100000000000"],
+         "--sizes must be seed counts in [1, 100000]"),
+        ("serve-port-out-of-range", lambda tmp: ["serve", str(tmp / "s"), "--port", "70000"],
+         "serve: the port must be in 0..65535, got 70000"),
+        ("evaluate-set-agent-argument", lambda tmp: ["evaluate", str(tmp / "s"), "--policy", "lin-ucb", "--set",
+                                                     "seed=5"], "evaluate: --set must not hold ['seed']"),
     ]
 
 
@@ -528,6 +552,19 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, s
     assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert expected in captured.err and "Traceback" not in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing simulated, no database, no report
+
+
+def test_a_data_cache_that_is_a_file_and_a_closed_pipe_are_one_line_or_quiet(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NLBANDIT_DATA", str(write(tmp_path, GOOD)))
+    assert main(["data", "fetch", "banknote"]) == 2  # (once a NotADirectoryError traceback)
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Not a directory" in err and err.count("\n") == 1
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr("nlbandit.cli._list", closed)  # as `nlbandit list | head` once the reader is gone
+    monkeypatch.setattr("os.dup2", lambda *args: None)  # (the test's own stdout stays)
+    assert main(["list"]) == 1 and capsys.readouterr().err == ""
 
 
 def test_a_database_damaged_after_it_opened_and_an_interruption_are_one_line(tmp_path, capsys, monkeypatch):

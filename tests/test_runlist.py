@@ -133,5 +133,10 @@ def test_results_revalidate_reports_command(report, tmp_path, capsys):
     run_list_path(md).unlink()
     assert main(["results", "revalidate", "--reports", str(md)]) == 1
     assert "no run list" in capsys.readouterr().out
+    for damaged in (b"{bad", b"", b"[1, 2]", b"\xff\xfe", b'[{"identity": {}}]'):  # (each once a traceback)
+        run_list_path(md).write_bytes(damaged)
+        assert main(["results", "revalidate", "--reports", str(md)]) == 1
+        out = capsys.readouterr().out
+        assert "is not one the report wrote" in out and "1 unreadable run list of 1 report(s)" in out, out
     assert main(["results", "list", "--reports", str(md)]) == 2
     assert main(["results", "revalidate", "--reports", str(tmp_path / "none")]) == 2

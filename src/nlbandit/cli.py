@@ -57,6 +57,19 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+MAX_DRAWS = 100_000
+"""The most draws ``--resample`` and seed counts ``seeds --sizes`` take (each draw, or seed, holds a copy of the
+claims' per-seed values: a billion once asked for 14.6 TiB)."""
+
+
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (``Path("")`` is the current folder: an unset ``"$FILE"`` ran every
+    file below it)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (did a variable go unset?)")
+    return Path(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nlbandit", description="Nonlinear contextual bandits: run, report, check.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -64,16 +77,16 @@ def _parser() -> argparse.ArgumentParser:
                        ("report", "write the report (running what is missing)"),
                        ("check", "check the claims (running what is missing); exit 1 if one fails")):
         c = sub.add_parser(name, help=text, description=text)
-        c.add_argument("file", type=Path, help="experiment file (TOML), or a folder: every *.toml below it, "
+        c.add_argument("file", type=_path, help="experiment file (TOML), or a folder: every *.toml below it, "
                        "computed together, reported in turn, with a summary of worker seconds and verdicts")
         c.add_argument("--scale", choices=("quick", "full"), default="quick", help="experiment scale (default quick)")
         c.add_argument("--seeds", type=int, default=None, help="override the number of repetitions")
         c.add_argument("--cases", default=None, metavar="NAME[,NAME...]",
                        help="run only these [[env]] cases (the others are reported as not run and the claims "
                        "reading them are not checked)")
-        c.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+        c.add_argument("--db", type=_path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                        help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
-        c.add_argument("--out", type=Path, default=None, help="report folder (default reports/<paper>)")
+        c.add_argument("--out", type=_path, default=None, help="report folder (default reports/<paper>)")
         c.add_argument("--chunk-size", type=int, default=1000, help="rounds per compiled chunk (default 1000); "
                        "a batch's progress is saved at a chunk's end, with the process executor at most once per 10 s")
         c.add_argument("--resample", type=int, default=None, metavar="DRAWS",
@@ -100,11 +113,11 @@ def _parser() -> argparse.ArgumentParser:
                         "per claim the most its comparisons need; then, for every claim, how often it holds, fails "
                         "or stays undetermined on n seeds drawn with replacement from the pilot's, for each n of "
                         "--sizes and the pilot's own count. Computes nothing (docs/experiments.md).")
-    sd.add_argument("file", type=Path, help="experiment file (TOML)")
+    sd.add_argument("file", type=_path, help="experiment file (TOML)")
     sd.add_argument("--scale", choices=("quick", "full"), default="quick", help="the pilot's scale (default quick)")
     sd.add_argument("--seeds", type=int, default=None, help="the pilot's number of repetitions, if not the scale's")
     sd.add_argument("--cases", default=None, metavar="NAME[,NAME...]", help="the pilot's cases, if not all")
-    sd.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+    sd.add_argument("--db", type=_path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                     help=f"results database holding the pilot (default $NLBANDIT_DB or {DEFAULT_DB})")
     sd.add_argument("--power", type=float, default=0.8, help="probability of resolving each comparison (default 0.8)")
     sd.add_argument("--sizes", default=None, metavar="N[,N...]",
@@ -118,9 +131,9 @@ def _parser() -> argparse.ArgumentParser:
                          "the same for written reports from their run lists (no database): a report whose runs' first "
                          "and last seeds recompute to its digests gets the current code hashes.")
     res.add_argument("action", nargs="?", choices=("list", "revalidate", "prune"), default="list")
-    res.add_argument("--db", type=Path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
+    res.add_argument("--db", type=_path, default=Path(os.environ.get("NLBANDIT_DB", DEFAULT_DB)),
                      help=f"results database (default $NLBANDIT_DB or {DEFAULT_DB})")
-    res.add_argument("--reports", type=Path, metavar="PATH",
+    res.add_argument("--reports", type=_path, metavar="PATH",
                      help="with revalidate: a report (.md) or a folder of reports (searched recursively) instead of "
                      "the database")
     res.add_argument("--checkpoints", action="store_true", help="with prune: also delete the checkpoints of batches "
@@ -138,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
                         description="Estimate a candidate policy's value from the decisions, probabilities and "
                         "rewards a service logged (IPS, self-normalised IPS, doubly robust, with bootstrap "
                         "intervals): the candidate learns from the log in its order (docs/online.md).")
-    ev.add_argument("folder", type=Path, help="the service's state folder (or one agent's folder in it)")
+    ev.add_argument("folder", type=_path, help="the service's state folder (or one agent's folder in it)")
     ev.add_argument("--agent", default="default", help="the agent whose log to read (default: 'default')")
     ev.add_argument("--policy", required=True, help="the candidate: a registered policy name")
     ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -153,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
                          "kill -9) resumes where it stopped. --policy, --d and --k (and optionally --horizon, --seed, "
                          "--set) create the agent 'default', which the unprefixed routes /decide, /reward ... serve; "
                          "an existing folder needs none of them.")
-    srv.add_argument("folder", type=Path, help="state folder (created if it does not exist)")
+    srv.add_argument("folder", type=_path, help="state folder (created if it does not exist)")
     srv.add_argument("--policy", default=None, help="the default agent's policy (nlbandit list policies)")
     srv.add_argument("--d", type=int, default=None, help="feature dimension of an arm")
     srv.add_argument("--k", type=int, default=None, help="the most arms offered in a round")
@@ -249,7 +262,7 @@ def _data(action: str, name: str | None) -> int:
         else:
             published.check(name, f"data info {name}")
             print(load(name).describe())
-    except DataError as e:
+    except (DataError, OSError) as e:  # OSError: e.g. $NLBANDIT_DATA naming a file
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
@@ -258,7 +271,7 @@ def _data(action: str, name: str | None) -> int:
 def _revalidate_reports(action: str, path: Path) -> int:
     """``nlbandit results revalidate --reports PATH``: bring written reports to the current code when their
     runs' sampled seeds recompute to their digests (:func:`nlbandit.report.runlist.revalidate_report`); exit 1
-    when one is left stale or has no run list."""
+    when one is left stale or has no run list it can read."""
     from collections import Counter
 
     from nlbandit.report.runlist import revalidate_report
@@ -273,7 +286,7 @@ def _revalidate_reports(action: str, path: Path) -> int:
         return 2
     outcomes = Counter(revalidate_report(r) for r in reports)
     print(", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) + f" of {len(reports)} report(s)")
-    return 1 if outcomes["stale"] or outcomes["no run list"] else 0
+    return 1 if outcomes["stale"] or outcomes["no run list"] or outcomes["unreadable run list"] else 0
 
 
 def _results(action: str, db: Path, experiments: list[str] | None = None, checkpoints: bool = False) -> int:
@@ -360,11 +373,15 @@ def _compile_as_stored(runs: list[dict], experiments: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
-    that does not hold; 2 on bad input (found before or while the runs compute), a run whose training diverged or a
-    results database that fails (damaged, a full disk), with one line ``error: ...`` on stderr; 3 when the database
-    is busy; 130 when interrupted)."""
+    that does not hold, or when the reader of its output went away (a closed pipe); 2 on bad input (found before or
+    while the runs compute), a run whose training diverged or a results database that fails (damaged, a full disk),
+    with one line ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
     try:
         return _command(argv)
+    except BrokenPipeError:  # (`nlbandit list | head`: the reader left; say nothing more, not a traceback)
+        with contextlib.suppress(OSError):  # (the rest of the output, at exit too, goes nowhere)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted: the runs stored so far are kept, and running the command again resumes each unfinished "
               "batch from its last checkpoint", file=sys.stderr)
@@ -427,8 +444,9 @@ def _command(argv: list[str] | None) -> int:
 
         if args.chunk_size < 1:
             raise ConfigError(f"--chunk-size must be an integer >= 1, got {args.chunk_size}")
-        if args.resample is not None and args.resample < 0:
-            raise ConfigError(f"--resample must be a number of draws >= 0 (0: none), got {args.resample}")
+        if args.resample is not None and not 0 <= args.resample <= MAX_DRAWS:
+            raise ConfigError(f"--resample must be a number of draws in [0, {MAX_DRAWS}] (0: none), got "
+                              f"{args.resample}")
         args.executor_object = make_executor(args.executor, args.address, args.workers)
         files = _experiment_files(args.file)
         _fetch_wheels(files)
@@ -502,6 +520,9 @@ def _seeds(args: argparse.Namespace) -> int:
         sizes = SIZES if args.sizes is None else _sizes(args.sizes)
         cases = None if args.cases is None else [c.strip() for c in args.cases.split(",") if c.strip()]
         exp = load_experiment(args.file, args.scale, args.seeds, cases)
+        if not args.db.is_file():  # (it computes nothing: a pilot's database that is not there is a mistake)
+            raise ConfigError(f"no results database at {args.db}; run the pilot first: nlbandit run {args.file} "
+                              f"--scale {args.scale} --db {args.db}")
         store = Store(args.db)
     except (ConfigError, OSError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -579,8 +600,9 @@ def _sizes(text: str) -> tuple[int, ...]:
         sizes = tuple(int(part) for part in text.split(","))
     except ValueError:
         sizes = ()
-    if not sizes or any(n < 1 for n in sizes):
-        raise ConfigError(f"--sizes must be seed counts >= 1 separated by commas, e.g. 5,10,20; got {text!r}")
+    if not sizes or any(not 1 <= n <= MAX_DRAWS for n in sizes):
+        raise ConfigError(f"--sizes must be seed counts in [1, {MAX_DRAWS}] separated by commas, e.g. 5,10,20; got "
+                          f"{text!r}")
     return sizes
 
 
@@ -603,11 +625,14 @@ def _hyperparameters(items: list[str], where: str) -> dict:
 
 def _evaluate(args: argparse.Namespace) -> int:
     """``nlbandit evaluate``: off-policy estimates of a candidate from a service folder's journal."""
+    from nlbandit.service.app import check_hyperparameter_names
     from nlbandit.service.evaluate import evaluate_log
 
     try:
-        result = evaluate_log(args.folder, args.policy, _hyperparameters(args.set, "evaluate"), seed=args.seed,
-                              agent=args.agent, estimators=tuple(args.estimators))
+        hyperparameters = _hyperparameters(args.set, "evaluate")
+        check_hyperparameter_names(hyperparameters, "evaluate: --set")
+        result = evaluate_log(args.folder, args.policy, hyperparameters, seed=args.seed, agent=args.agent,
+                              estimators=tuple(args.estimators))
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

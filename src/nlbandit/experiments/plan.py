@@ -26,6 +26,7 @@ from nlbandit.experiments.schema import (
     as_table,
     checkpoints,
     diagnostics,
+    display_name,
     expand,
     plots,
     read_file,
@@ -229,13 +230,18 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         p = dict(as_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
         registry_name(p, pwhere)
-        label = Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere)
+        label = display_name(Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere),
+                             "label", pwhere)
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
         series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
                         if scale_cases is None or dict(case).get("case") in scale_cases]
         _all_strata(series_cases, env_cases, shares, pwhere)
         here = scale in scales_field(p.pop("scales", None), pwhere)  # validated at every scale, run at its own
         unread = _unread_field(p.pop("unread", None), pwhere)
+        stray = [u for u in unread if u not in p and u not in (p.get("tune") or {})]
+        if stray:
+            raise ConfigError(f"{pwhere}: field 'unread' names {stray}, which this table does not set (it lists "
+                              "hyperparameters set knowingly where the configuration does not read them)")
         grid = tune and tune["grid"]
         if "tune" in p:
             if tune is None:

@@ -174,6 +174,8 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
     at_most(first_seed + n_seeds, MAX_SEEDS, "first_seed + seeds", "seeds are uint32", where)
     if "env" not in raw:
         raise ConfigError(f"{where}: field 'env' is required (a table with the environment's name)")
+    if raw["env"] == []:  # (computed its runs, then failed at the report's plot)
+        raise ConfigError(f"{where}: field 'env' must be a table or a non-empty array of tables ([[env]]), got []")
     if not isinstance(raw.get("claims", []), list):
         raise ConfigError(f"{where}: field 'claims' must be an array of tables ([[claims]]), got {raw['claims']!r}")
     claims = []
@@ -182,6 +184,10 @@ def read_file(path: str | Path, scale: str = "quick", seeds: int | None = None) 
         c = dict(as_table(c, cw))
         at = scales_field(c.pop("scales", None), cw)  # a claim on a series run at some scales is checked there only
         claims.append((resolve(_CLAIM_KEYS, c, cw), at))
+        name = claims[-1][0]["name"]
+        display_name(name, "name", cw)
+        if name in [c["name"] for c, _ in claims[:-1]]:  # (verdicts and repeat shares are reported by name)
+            raise ConfigError(f"{cw}: field 'name' = {name!r} is used by an earlier claim; claim names must differ")
     tune = _tune(raw, scales, scale, top, seeds, where)
     return FileSpec(path, where, raw, top, scales, scale, horizon, n_seeds, tune, tuple(claims), first_seed)
 
@@ -385,6 +391,15 @@ def registry_name(table: dict[str, Any], where: str) -> None:
     if name is not None and not isinstance(name, str):
         raise ConfigError(f"{where}: field 'name' must be a string (a registered name, see `nlbandit list`), "
                           f"got {name!r}")
+
+
+def display_name(value: str, field: str, where: str) -> str:
+    """``value``, a label or a claim's name as reports print it (in a Markdown table's cell, a plot's legend); a
+    ConfigError naming ``field`` where it is blank or holds a line break, a control character or ``|``."""
+    if not value.strip() or not value.isprintable() or "|" in value:
+        raise ConfigError(f"{where}: field '{field}' must be printable text, not blank, without '|' or line breaks "
+                          f"(reports print it in tables), got {value!r}")
+    return value
 
 
 def at_most(value: int, limit: int, name: str, why: str, where: str) -> None:

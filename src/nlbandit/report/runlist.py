@@ -86,13 +86,21 @@ def revalidate_report(md: Path, log: Callable[[str], None] = print) -> str:
     Kveton Fig. 2's DeepFPL and Bae Figs. 1/4's NeuralLog-UCB-2 on h5, equal over all their seeds); the
     report's and the run list's code hashes are then replaced, and a line above the report's description says
     so; ``stale`` (nothing written) when a digest differs or a run cannot be computed;
-    ``no run list`` for a report written before run lists."""
+    ``no run list`` for a report written before run lists, ``unreadable run list`` for one that is not a run
+    list (damaged, or edited by hand)."""
     path = run_list_path(md)
     if not path.is_file():
         log(f"{md}: no run list ({path.name}); regenerate it with the command at its top")
         return "no run list"
-    entries = json.loads(path.read_text(encoding="utf-8"))
-    runs = _runs(entries)
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        runs = _runs(entries)
+        if not all({"digest", "sample_seeds"} <= e.keys() and isinstance(e["sample_seeds"], list) for e in entries):
+            raise ValueError("an entry lacks its digest or its sample seeds")
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # (UnicodeDecodeError is a ValueError)
+        log(f"{md}: its run list {path.name} is not one the report wrote ({type(e).__name__}: {e}); regenerate the "
+            "report with the command at its top")
+        return "unreadable run list"
     stale = [i for i, (e, r) in enumerate(zip(entries, runs)) if e["identity"]["code"] != r.code]
     if not stale:
         return "current"

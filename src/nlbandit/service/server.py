@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import socket
 import time
 from collections import Counter, deque
 from typing import Any
@@ -398,8 +399,14 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
     except ImportError:
         raise ConfigError("nlbandit serve needs starlette and uvicorn: pip install 'nlbandit[serve]' (or -e "
                           "'.[serve]' in a checkout)") from None
+    listening = _listening(host, port)  # before the folder: a port in use leaves nothing behind
+    port = listening.getsockname()[1]  # (the one chosen for port 0)
     _enough_files()
-    fleet = Fleet.open(folder, None if config is None else {DEFAULT: config}, snapshot_every)
+    try:
+        fleet = Fleet.open(folder, None if config is None else {DEFAULT: config}, snapshot_every)
+    except BaseException:
+        listening.close()
+        raise
     held = ", ".join(f"{name} ({s.config['policy']}, d = {s.config['d']}, k = {s.config['k']})"
                      for name, s in list(fleet.agents.items())[:5]) + (", ..." if len(fleet.agents) > 5 else "")
     count = f"{len(fleet.agents)} agent{'' if len(fleet.agents) == 1 else 's'}"
@@ -410,7 +417,22 @@ def serve(folder: str | os.PathLike, config: dict[str, Any] | None = None, host:
           + f"; listening on http://{host}:{port}"
           + (f" (requests need a token of {token_file})" if token_file is not None else
              " (requests need the token)" if token else ""), flush=True)
-    uvicorn.run(create_app(fleet, max_body, tokens), host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(create_app(fleet, max_body, tokens), log_level="warning")).run(sockets=[listening])
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for uvicorn to listen on; ConfigError naming them where it cannot be
+    (a port in use, an address not of this machine)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"serve: the port must be in 0..65535, got {port}")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"serve: cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
 
 
 __all__ = ["LOOPBACK", "OPENAPI", "TOKEN_VARIABLE", "Traffic", "check_binding", "create_app", "fleet_metrics",
