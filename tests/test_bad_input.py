@@ -4,6 +4,7 @@ databases and report folders; the CLI answers each with one line ``error: ...`` 
 
 import os
 import re
+import socket
 import textwrap
 
 import jax.numpy as jnp
@@ -424,6 +425,12 @@ def _cli_cases():
             (tmp / "exps" / sub / "e.toml").write_text(GOOD)
         return ["check", str(tmp / "exps"), "--db", str(tmp / "r.duckdb"), "--out", str(tmp / "out")]
 
+    held = []  # (a listening socket, kept open while the command runs)
+
+    def port_in_use(tmp):
+        held.append(socket.create_server(("127.0.0.1", 0)))
+        return ["serve", str(tmp / "s"), "--port", str(held[-1].getsockname()[1])]
+
     def out(make):
         def setup(tmp):
             return ["run", str(write(tmp, GOOD)), "--db", str(tmp / "r.duckdb"), "--out", str(make(tmp))]
@@ -538,6 +545,7 @@ def _cli_cases():
          "--sizes must be seed counts in [1, 100000]"),
         ("serve-port-out-of-range", lambda tmp: ["serve", str(tmp / "s"), "--port", "70000"],
          "serve: the port must be in 0..65535, got 70000"),
+        ("serve-port-in-use", port_in_use, "serve: cannot listen on 127.0.0.1:"),  # (after creating the folder)
         ("evaluate-set-agent-argument", lambda tmp: ["evaluate", str(tmp / "s"), "--policy", "lin-ucb", "--set",
                                                      "seed=5"], "evaluate: --set must not hold ['seed']"),
     ]
