@@ -545,6 +545,11 @@ def _cli_cases():
          "--sizes must be seed counts in [1, 100000]"),
         ("serve-port-out-of-range", lambda tmp: ["serve", str(tmp / "s"), "--port", "70000"],
          "serve: the port must be in 0..65535, got 70000"),
+        ("cases-empty", edit("seeds = 2", "seeds = 2", "--cases", ","),
+         "got no name; the file has no named cases"),  # (once "got 'none'; cases: " and nothing)
+        ("data-list-with-a-name", lambda tmp: ["data", "list", "extra"], "data list takes no data set name"),
+        ("evaluate-estimator-twice", lambda tmp: ["evaluate", str(tmp / "s"), "--policy", "lin-ucb", "--estimators",
+                                                  "ips", "ips"], "--estimators names 'ips' more than once"),
         ("serve-port-in-use", port_in_use, "serve: cannot listen on 127.0.0.1:"),  # (after creating the folder)
         ("evaluate-set-agent-argument", lambda tmp: ["evaluate", str(tmp / "s"), "--policy", "lin-ucb", "--set",
                                                      "seed=5"], "evaluate: --set must not hold ['seed']"),

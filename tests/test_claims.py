@@ -213,7 +213,8 @@ def test_an_unchecked_claim_is_reported_not_checked_with_its_reason_and_never_ev
     # a syntax error named neither the file nor the claim
     ("stat='median') < 0", "stat='median') < ", r"tiny.toml: claims\[1\] field 'check': claim .* is not a valid"),
     # a misspelt keyword was read as a case key ('... matches 0 runs; ... (cases: )')
-    ("regret('ES') >= 0", "regret('ES', tt=5) >= 0", "keyword 'tt' is neither the function's .* single environment"),
+    ("regret('ES') >= 0", "regret('ES', tt=5) >= 0",
+     "keyword 'tt' is neither one this function takes .* single environment"),
     ("seeds = 4\n", 'seeds = 4\n[scales.quick]\ncases = ["nope"]\n', "'nope', not an .* the file has no named cases"),
     ("seeds = 4\n", "seeds = 4\n[scales.quick]\nhorizn = 5\n", "unknown field 'horizn'; allowed fields: cases, "),
 ])

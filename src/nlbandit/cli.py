@@ -243,6 +243,9 @@ def _data(action: str, name: str | None) -> int:
     if action in ("fetch", "info") and name is None:
         print(f"error: nlbandit data {action} needs a data set name ({', '.join(sorted(every))})", file=sys.stderr)
         return 2
+    if action in ("list", "path") and name is not None:  # (it was ignored)
+        print(f"error: nlbandit data {action} takes no data set name, got {name!r}", file=sys.stderr)
+        return 2
     if action in ("fetch", "info") and name not in every:
         print(f"error: unknown data set {name!r}; known: {', '.join(sorted(every))}", file=sys.stderr)
         return 2
@@ -629,6 +632,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from nlbandit.service.evaluate import evaluate_log
 
     try:
+        twice = sorted({e for e in args.estimators if args.estimators.count(e) > 1})
+        if twice:
+            raise ConfigError(f"evaluate: --estimators names {twice[0]!r} more than once")
         hyperparameters = _hyperparameters(args.set, "evaluate")
         check_hyperparameter_names(hyperparameters, "evaluate: --set")
         result = evaluate_log(args.folder, args.policy, hyperparameters, seed=args.seed, agent=args.agent,

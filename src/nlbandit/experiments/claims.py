@@ -697,9 +697,9 @@ def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], A
         keys = sorted({k for r in own for k in dict(r.case)})
         unknown = sorted(set(case) - set(keys))
         if unknown:
-            raise ConfigError(f"{where}: {label!r}: keyword {unknown[0]!r} is neither the function's (t, stat, ...) "
-                              "nor an environment case key" + (f" ({', '.join(keys)})" if keys else
-                                                              " (its runs have a single environment case)"))
+            raise ConfigError(f"{where}: {label!r}: keyword {unknown[0]!r} is neither one this function takes "
+                              "(docs/experiments.md#claims) nor an environment case key"
+                              + (f" ({', '.join(keys)})" if keys else " (its runs have a single environment case)"))
         hits = [r for r in own if all(dict(r.case).get(k) == v for k, v in case.items())]
         if len(hits) != 1:
             cases = "; ".join(r.case_label for r in own)

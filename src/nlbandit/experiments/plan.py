@@ -195,8 +195,11 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
     if cases is not None:
         unknown = [c for c in cases if c not in names]
         if unknown or not cases:
-            raise ConfigError(f"--cases must name [[env]] cases of {where}, got {unknown[0] if unknown else 'none'!r}; "
-                              "cases: " + ", ".join(sorted(n for n in names if n is not None)))
+            named = sorted(n for n in names if n is not None)
+            raise ConfigError(f"--cases must name [[env]] cases of {where}, got "
+                              + (repr(unknown[0]) if unknown else "no name") + "; "
+                              + (f"cases: {', '.join(named)}" if named else "the file has no named cases ([[env]] "
+                                 "tables with case = \"...\")"))
         scale_cases = list(cases)
         for name in sorted(n for n in names - set(cases) - set(missing) if n is not None):
             missing[name] = f"not selected: --cases {','.join(cases)} ran the others only"
