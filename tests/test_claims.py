@@ -215,6 +215,8 @@ def test_an_unchecked_claim_is_reported_not_checked_with_its_reason_and_never_ev
     # a misspelt keyword was read as a case key ('... matches 0 runs; ... (cases: )')
     ("regret('ES') >= 0", "regret('ES', tt=5) >= 0",
      "keyword 'tt' is neither one this function takes .* single environment"),
+    ("regret('ES') >= 0", "stuck('ES', threshold='x') >= 0", "threshold needs numbers, got 'x'"),  # (a NumPy error)
+    ("regret('ES') >= 0", "stuck('ES', threshold=-1) >= 0", "threshold must be a number >= 0, got -1"),
     ("seeds = 4\n", 'seeds = 4\n[scales.quick]\ncases = ["nope"]\n', "'nope', not an .* the file has no named cases"),
     ("seeds = 4\n", "seeds = 4\n[scales.quick]\nhorizn = 5\n", "unknown field 'horizn'; allowed fields: cases, "),
 ])

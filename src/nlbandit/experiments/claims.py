@@ -493,7 +493,10 @@ class _Evaluator:
             self.trace.append((f"{ast.unparse(node)} = {value.text()}: the 95% CI over {over}", value.mean))
             return value
         if name in ("growth", "stuck") and len(args) == 1 and isinstance(args[0], str):
-            threshold = kwargs.pop("threshold", 0.8) if name == "stuck" else None
+            threshold = _number(kwargs.pop("threshold", 0.8), f"{ast.unparse(node)!r}: threshold") \
+                if name == "stuck" else None
+            if threshold is not None and not threshold >= 0:  # (a string once a NumPy error, -1 accepted)
+                raise ConfigError(f"{ast.unparse(node)}: threshold must be a number >= 0, got {threshold!r}")
             rounds, cum, _ = self.curves(args[0], kwargs)
             half, end = value_at(rounds, cum, self.horizon / 2), cum[:, -1]
             if name == "growth":
