@@ -79,6 +79,9 @@ def test_bad_claims_are_rejected_before_running(tmp_path):
                             ("regret('ES', stat='mode') < 1", "stat must be")]:
         with pytest.raises(ConfigError, match=expected):
             load_experiment(write(tmp_path, base.format(check.replace('"', '\\"'))))
+    full_only = GOOD + '[[policies]]\nlabel = "U"\nname = "uniform"\nscales = ["full"]\n'  # (once 'unknown label')
+    with pytest.raises(ConfigError, match=r"series 'U' does not run at the quick scale \(its table's 'scales'\)"):
+        load_experiment(write(tmp_path, full_only + base.removeprefix(GOOD).format("regret('U') < 1")))
 
 
 def test_cli_reports_bad_input_without_traceback_or_database(tmp_path, capsys):

@@ -694,6 +694,9 @@ def run_selector(exp, where: str = "claim") -> Callable[[str, dict[str, Any]], A
     runs = reported_runs(exp)
 
     def select(label: str, case: dict[str, Any]):
+        if label in exp.labels_elsewhere:  # (once 'unknown label')
+            raise ConfigError(f"{where}: series {label!r} does not run at the {exp.scale} scale (its table's "
+                              "'scales'); give this claim the scales that run it (scales = [...])")
         if label not in exp.labels:
             raise ConfigError(f"{where}: unknown label {label!r}; labels: {', '.join(exp.labels)}")
         own = [r for r in runs if r.label == label]

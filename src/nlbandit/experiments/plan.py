@@ -62,7 +62,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
     spec = read_file(path, scale, seeds)
     loop = LOOPS[spec.top["loop"]]
     env_cases, missing, scale_cases, shares = _cases(spec, loop, cases)
-    runs, labels, tunings = _runs(spec, loop, env_cases, missing, scale_cases, shares)
+    runs, labels, elsewhere, tunings = _runs(spec, loop, env_cases, missing, scale_cases, shares)
     strata = {case: field for case, (_, _, field) in shares.items()}
     claims = [Claim(c["name"], c["text"], c["check"], c["expect"], c["kind"],
                     "; ".join(f"case {g!r}: {missing[g]}"
@@ -84,6 +84,7 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
         runs=runs,
         claims=claims,
         labels=labels,
+        labels_elsewhere=elsewhere,
         env_cases=list(dict.fromkeys(stratified.reduced_case(strata, case) for _, case in env_cases
                                      if scale_cases is None or dict(case).get("case") in scale_cases)),
         plots=plots(raw.get("plots"), where),
@@ -207,10 +208,10 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
 
 
 def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str], scale_cases: list[str] | None,
-          shares: dict[tuple, tuple[int, int, str]]) -> tuple[list[RunConfig], list[str], list[Tuning]]:
+          shares: dict[tuple, tuple[int, int, str]]) -> tuple[list[RunConfig], list[str], list[str], list[Tuning]]:
     """Every series' runs on its cases at this scale (a tuned series' stand-in run, its grid as a :class:`Tuning`;
-    on a stratified case, its share of the seeds), the series' labels, and the tunings; refuses a batch of runs
-    that would not fit in memory."""
+    on a stratified case, its share of the seeds), the series' labels, those of the series run at other scales
+    only, and the tunings; refuses a batch of runs that would not fit in memory."""
     raw, top, where, horizon, n_seeds, scale = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.scale
     tune = spec.tune
     xla = identity_flags()  # (the quick scale's, where the command set them)
@@ -292,7 +293,7 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
     for names, parts in batch_memory.values():
         check_memory(parts, f"run {names[0]!r}" + (f" with the {len(names) - 1} other(s) simulated side by side"
                                                     if len(names) > 1 else ""), where)
-    return runs, labels, tunings
+    return runs, labels, elsewhere, tunings
 
 
 def _all_strata(series_cases: Cases, env_cases: Cases, shares: dict[tuple, tuple[int, int, str]], where: str) -> None:

@@ -161,6 +161,7 @@ class Experiment:
     claims: list[Claim]
     first_seed: int = 0  # the reported seeds are first_seed..first_seed + n_seeds - 1
     labels: list[str] = field(default_factory=list)
+    labels_elsewhere: list[str] = field(default_factory=list)  # the series' labels run at other scales only
     env_cases: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     plots: tuple[str, ...] = ()
     loop: str = DEFAULT_LOOP
