@@ -535,6 +535,8 @@ def _cli_cases():
         ("label-line-break", edit('label = "ES"', 'label = "E\\nS"'), "field 'label' must be printable text"),
         ("label-pipe", edit('label = "ES"', 'label = "E | S"'), "field 'label' must be printable text"),
         ("label-blank", edit('label = "ES"', 'label = "  "'), "field 'label' must be printable text"),
+        ("label-misspelt", edit('label = "ES"', 'lable = "ES"'), "field 'label' is required (the series' display "
+                                                                 "label); is 'lable' it, misspelt?"),
         ("unread-not-set", edit("lam = 1.0", 'lam = 1.0\nunread = ["kappa"]'),
          "field 'unread' names ['kappa'], which this table does not set"),
         ("path-empty", lambda tmp: ["check", "", "--db", str(tmp / "r.duckdb")],

@@ -7,6 +7,7 @@ grids beside them), the memory of every batch checked, and the claims with what 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections import Counter
@@ -234,7 +235,11 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
         p = dict(as_table(p, f"{where}: policies[{i}]"))
         pwhere = f"{where}: policies[{i}]"
         registry_name(p, pwhere)
-        label = display_name(Hyper("label", None, "display label", kind=str).validate(p.pop("label", None), pwhere),
+        if "label" not in p:  # (a misspelt one was "must be a string, got nothing")
+            near = difflib.get_close_matches("label", [k for k in p if isinstance(k, str)], n=1)
+            raise ConfigError(f"{pwhere}: field 'label' is required (the series' display label)"
+                              + (f"; is {near[0]!r} it, misspelt?" if near else ""))
+        label = display_name(Hyper("label", None, "display label", kind=str).validate(p.pop("label"), pwhere),
                              "label", pwhere)
         series_env = _series_env(p.pop("env", None), top["loop"], pwhere)
         series_cases = [(cfg, case) for cfg, case in _series_cases(p.pop("only", None), env_cases, missing, pwhere)
