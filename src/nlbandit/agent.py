@@ -881,9 +881,11 @@ class _SavedArrays:
         if not path.is_file():
             raise ValueError(f"Agent.load: {path} is not a regular file")
         self.path, self._declared = path, {}
+        self._file: Any = None
         self._zip: zipfile.ZipFile | None = None
         with self._reading():
-            self._zip = zipfile.ZipFile(open(path, "rb"))
+            self._file = open(path, "rb")
+            self._zip = zipfile.ZipFile(self._file)
             for info in self._zip.infolist():
                 with self._zip.open(info) as f:
                     shape, fortran, dtype = self._header(f)
@@ -929,9 +931,11 @@ class _SavedArrays:
     def close(self) -> None:
         """Close the file."""
         if self._zip is not None:
-            self._zip.fp.close()
             self._zip.close()
             self._zip = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, arrays: _SavedArrays) -> tuple:
