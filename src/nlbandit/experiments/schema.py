@@ -255,6 +255,10 @@ def expand(table: dict[str, Any], fixed: tuple[str, ...], where: str) -> list[tu
     for k in grid_keys:
         if not table[k]:
             raise ConfigError(f"{where}: field '{k}' is an empty list; a grid needs at least one value")
+        repeated = [v for i, v in enumerate(table[k]) if v in table[k][:i]]
+        if repeated:  # (two equal cases or series: once "the [[env]] cases must have distinct names")
+            raise ConfigError(f"{where}: field '{k}' = {table[k]!r} lists {repeated[0]!r} twice; a grid's values "
+                              "must differ")
     size = math.prod(len(table[k]) for k in grid_keys)
     if size > MAX_GRID:
         raise ConfigError(f"{where}: the grid over {', '.join(grid_keys)} has {size} configurations, more than "
