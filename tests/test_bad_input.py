@@ -537,6 +537,8 @@ def _cli_cases():
         ("label-blank", edit('label = "ES"', 'label = "  "'), "field 'label' must be printable text"),
         ("grid-value-twice", edit("d = 3", "d = [3, 3]"), "field 'd' = [3, 3] lists 3 twice; a grid's values must "
                                                           "differ"),
+        ("scales-misspelt", edit("lam = 1.0", 'lam = 1.0\nscale = ["full"]'),
+         "sigma_r; is it 'scales', a field of the [[policies]] table, misspelt?"),  # (once a grid of 'scale')
         ("label-misspelt", edit('label = "ES"', 'lable = "ES"'), "field 'label' is required (the series' display "
                                                                  "label); is 'lable' it, misspelt?"),
         ("unread-not-set", edit("lam = 1.0", 'lam = 1.0\nunread = ["kappa"]'),

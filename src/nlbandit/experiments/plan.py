@@ -277,10 +277,13 @@ def _runs(spec: FileSpec, loop: Loop, env_cases: Cases, missing: dict[str, str],
                     first += i * size
                 grid_points = [point for _, point in expand(grid, (), pwhere)] if grid else []
                 points = grid_points if grid and not untuned else [{}] + grid_points  # [0]: the series' run
-                configs = [loop.resolve_series(_reads_checked({**pol_cfg, **point}, top["loop"], unread, at), env_cfg,
-                                               series_env, horizon, at)
-                           for point in points
-                           for at in [f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")")]]
+                try:
+                    configs = [loop.resolve_series(_reads_checked({**pol_cfg, **point}, top["loop"], unread, at),
+                                                   env_cfg, series_env, horizon, at)
+                               for point in points
+                               for at in [f"{pwhere} ({full_label}" + (f", tuning {point})" if point else ")")]]
+                except ConfigError as e:
+                    raise ConfigError(_misspelt_series_field(str(e), p)) from None
                 if not here:
                     continue
                 reported = [RunConfig(full_label, case, e, r, horizon, size, top["record_points"], top["loop"],
@@ -332,6 +335,20 @@ def _unread_field(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: field 'unread' must be a list of hyperparameter names, got {value!r}")
     return tuple(value)
+
+
+SERIES_FIELDS = ("label", "scales", "only", "unread", "tune", "env")
+"""The fields a ``[[policies]]`` table takes beside its policy's (or learner's) name and hyperparameters."""
+
+
+def _misspelt_series_field(message: str, table: dict[str, Any]) -> str:
+    """``message`` (a refusal of ``table``'s fields), with a hint where the field it refuses is a close misspelling of
+    one of :data:`SERIES_FIELDS` (``scale = ["full"]`` was read as a grid of an unknown hyperparameter)."""
+    for key in table:
+        near = difflib.get_close_matches(key, SERIES_FIELDS, n=1, cutoff=0.8)
+        if near and f"unknown field '{key}'" in message:
+            return f"{message}; is it {near[0]!r}, a field of the [[policies]] table, misspelt?"
+    return message
 
 
 def _reads_checked(config: dict[str, Any], loop: str, unread: tuple[str, ...], where: str) -> dict[str, Any]:
