@@ -874,3 +874,33 @@ def test_a_warm_up_that_diverges_still_opens_the_agent(monkeypatch):
             patch.setattr(Agent, "decide", lambda self, *args, error=error, **kwargs: (_ for _ in ()).throw(error))
             agent = app._warm_up(agent_config("lin-ucb", D, K, 100))
         assert agent.decide(np.zeros((K, D))).event_id == 1
+
+
+def test_the_services_connections_send_without_nagles_delay():
+    """The socket ``serve`` binds before opening its folder hands uvicorn's event loop connections with Nagle's
+    algorithm off, as uvicorn's own binding does: bound without naming TCP, asyncio left it on and every reply waited
+    ~40 ms for the client's delayed ACK (benchmarks/service.py: decide p50 44 ms against 1.6)."""
+    import asyncio
+
+    from nlbandit.service.server import _listening
+
+    listening = _listening("127.0.0.1", 0)
+
+    async def accept_one() -> int:
+        accepted = asyncio.get_running_loop().create_future()
+
+        class Keep(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport)
+
+        server = await asyncio.get_running_loop().create_server(Keep, sock=listening)
+        _, writer = await asyncio.open_connection(*listening.getsockname())
+        transport = await accepted
+        nodelay = transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.close()
+        transport.close()
+        server.close()
+        await server.wait_closed()
+        return nodelay
+
+    assert asyncio.run(accept_one()) != 0
