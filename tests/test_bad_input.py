@@ -561,7 +561,7 @@ def _cli_cases():
                                                   "ips", "ips"], "--estimators names 'ips' more than once"),
         ("serve-port-in-use", port_in_use, "serve: cannot listen on 127.0.0.1:"),  # (after creating the folder)
         ("evaluate-set-agent-argument", lambda tmp: ["evaluate", str(tmp / "s"), "--policy", "lin-ucb", "--set",
-                                                     "seed=5"], "evaluate: --set must not hold ['seed']"),
+                                                     "seed=5"], "evaluate: the candidate's hyperparameters must not hold ['seed']"),
     ]
 
 

@@ -57,6 +57,9 @@ def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, c
     assert "is not an agent name" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="estimators must be among"):
         evaluate_log(folder, "lin-ucb", estimators=("bogus",))
+    for given in ({"seed": 5}, {"first_event_id": 3}):  # the agent's own arguments (once a TypeError)
+        with pytest.raises(ConfigError, match=r"evaluate: the candidate's hyperparameters must"):
+            evaluate_log(folder, "lin-ucb", given)
 
 
 def test_a_log_with_a_missing_segment_is_refused(log, tmp_path):

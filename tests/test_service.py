@@ -599,7 +599,7 @@ def test_serve_refuses_a_public_address_without_a_token_before_touching_the_fold
     args = ["serve", str(tmp_path / "s"), "--policy", "lin-ucb", "--d", "3", "--k", "4", "--host", "0.0.0.0"]
     assert main(args) == 2
     assert "needs a token" in capsys.readouterr().err and not (tmp_path / "s").exists()
-    for given, message in [("d=5", "serve: --set must not hold ['d']: give them as fields of their own"),
+    for given, message in [("d=5", "serve: --set must not hold ['d']: give them as fields (or arguments) of their own"),
                            ("first_event_id=5", "options of the agent, not hyperparameters of the policy")]:
         assert main(args[:-2] + ["--set", given]) == 2  # ('d': once a traceback)
         assert message in capsys.readouterr().err and not (tmp_path / "s").exists()

@@ -97,14 +97,14 @@ CONFIG_FIELDS = ("policy", "d", "k", "horizon", "seed", "hyperparameters")
 
 
 def check_hyperparameter_names(hyperparameters: dict[str, Any], where: str) -> None:
-    """ConfigError where ``hyperparameters`` (a request's or ``serve --set``'s) name a field of the agent's
-    configuration (:data:`CONFIG_FIELDS`, given as fields of their own) or an option of the
-    :class:`~nlbandit.agent.Agent`, which the service and ``nlbandit evaluate`` set themselves
+    """ConfigError where ``hyperparameters`` (a request's, ``serve --set``'s or an evaluation's candidate's) name a
+    field of the agent's configuration (:data:`CONFIG_FIELDS`, given as fields of their own) or an option of the
+    :class:`~nlbandit.agent.Agent`, which the service and the evaluation set themselves
     (:data:`~nlbandit.agent.AGENT_OPTIONS`): the policy's hyperparameters only."""
     fields = sorted(set(hyperparameters) & set(CONFIG_FIELDS))
     options = sorted(set(hyperparameters) & set(AGENT_OPTIONS) - set(CONFIG_FIELDS))
     if fields:
-        raise ConfigError(f"{where} must not hold {fields}: give them as fields of their own")
+        raise ConfigError(f"{where} must not hold {fields}: give them as fields (or arguments) of their own")
     if options:
         raise ConfigError(f"{where} must hold the policy's hyperparameters only; {options} are options of the "
                           "agent, not hyperparameters of the policy")

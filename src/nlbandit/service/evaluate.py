@@ -30,6 +30,7 @@ import numpy as np
 from nlbandit.agent import Agent
 from nlbandit.core.hyper import ConfigError
 from nlbandit.replay.estimators import ESTIMATORS, Estimate, estimates
+from nlbandit.service.app import check_hyperparameter_names
 from nlbandit.service.fleet import NAME
 from nlbandit.service.journal import JournalDamaged, decode_array, read_journal, segments
 
@@ -155,9 +156,11 @@ def replay_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any] 
     to its ``events``-th estimable event (None: the whole log).
 
     Raises:
-      ConfigError: a folder without a service (:func:`agent_folder`), an invalid candidate, a record the candidate
-        refuses, or a journal without a rewarded decision that has a logged probability.
+      ConfigError: ``hyperparameters`` naming the agent's own arguments (seed, d, ...), a folder without a service
+        (:func:`agent_folder`), an invalid candidate, a record the candidate refuses, or a journal without a
+        rewarded decision that has a logged probability.
     """
+    check_hyperparameter_names(hyperparameters or {}, "evaluate: the candidate's hyperparameters")
     folder = agent_folder(folder, agent, ("evaluate: folder", "evaluate: agent"))
     config, records = read_log(folder)
     d, k = config["d"], config["k"]
