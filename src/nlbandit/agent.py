@@ -893,7 +893,7 @@ class _SavedArrays:
                     if dtype.hasobject or f.tell() + size != info.file_size:
                         raise ValueError(f"member {info.filename!r} declares {size} bytes of {dtype} but holds "
                                          f"{info.file_size - f.tell()}")
-                self._declared[info.filename.removesuffix(".npy")] = (info, shape, fortran, dtype)
+                self._declared[info.filename.removesuffix(".npy")] = (info, tuple(shape), fortran, dtype, size)
 
     @staticmethod
     def _header(f: Any) -> tuple:
@@ -919,9 +919,8 @@ class _SavedArrays:
         ``dtype`` than given, or larger than ``max_bytes`` (nothing read then)."""
         if name not in self._declared:
             return None
-        info, declared, fortran, declared_dtype = self._declared[name]
-        size = int(np.prod(declared, dtype=object)) * declared_dtype.itemsize
-        if (shape is not None and tuple(declared) != tuple(shape)) or (dtype is not None and declared_dtype != dtype) \
+        info, declared, fortran, declared_dtype, size = self._declared[name]
+        if (shape is not None and declared != tuple(shape)) or (dtype is not None and declared_dtype != dtype) \
                 or (max_bytes is not None and size > max_bytes):
             return None
         with self._reading(), self._zip.open(info) as f:
