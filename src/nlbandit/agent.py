@@ -397,7 +397,7 @@ class Agent:
 
     @property
     def rewarded(self) -> int:
-        """Rewards learnt so far (each event at most once)."""
+        """Rewards accepted so far, learnt or still owed (each event at most once; :attr:`learnt`: those learnt)."""
         return self._rewarded
 
     @property
