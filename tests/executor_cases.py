@@ -72,6 +72,21 @@ def results(path, executor, db, chunk_size=1000):
     return out, store.checkpoints
 
 
+def seed_parts(path, db):
+    """The experiment at ``path`` as stored in ``db``: by label, the seeds (below 10) of each part its series is
+    stored in (a batch computed whole is one part, one cut between its seeds one part per piece)."""
+    with Store(db) as store:  # (its tuning's points are stored: tuning picks them again without computing)
+        runs = tune_experiment(load_experiment(path), store, progress=False, log=lambda m: None).runs
+        parts = store.parts(r.series_id for r in runs)
+    return {r.label: [p.holds for p in parts[r.series_id] if p.first_seed < 10] for r in runs}
+
+
+CUT_IN_TWO = {"UCB [alpha=0.5]": [tuple(range(10))],  # timed: whole
+              **{label: [tuple(range(5)), tuple(range(5, 10))] for label in ("TS", "ES", "UCB [alpha=1.0]")}}
+""":func:`seed_parts` of the experiment at 10 seeds computed by two workers: every batch in two pieces of 5 seeds
+but the timed run's (TS's chosen point is also the tuning's series, on seeds 10⁹ and up)."""
+
+
 def assert_same(local, other):
     """The two :func:`results` hold the same runs, bit for bit (in batches of the same or other sizes)."""
     assert local.keys() == other.keys()

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from executor_cases import EXPERIMENT, assert_same, results
+from executor_cases import CUT_IN_TWO, EXPERIMENT, assert_same, results, seed_parts
 from nlbandit.core.hyper import ConfigError
 from nlbandit.experiments.executors import (Job, LocalExecutor, ProcessExecutor, _ForwardingStore,
                                            make_executor, next_job)
 from nlbandit.experiments.plan import load_experiment
 from nlbandit.experiments.runner import JOBS_PER_WORKER, MIN_PIECE_SEEDS, balance
+from nlbandit.experiments.schedule import run_experiments
 from nlbandit.experiments.spec import RunConfig
-from nlbandit.experiments.tuning import tune_experiment
 from nlbandit.store import Store
 
 
@@ -100,6 +100,24 @@ def test_few_batches_are_cut_between_their_seeds_into_one_piece_per_worker():
     assert balance(many, 2) == many  # enough batches to share out whole
 
 
+class _Uncounted(LocalExecutor):
+    """The local executor, whose workers must not be counted (a call with nothing to compute)."""
+
+    @property
+    def slots(self) -> int:
+        raise AssertionError("the workers were counted for a call with nothing to compute")
+
+
+def test_the_workers_are_counted_only_where_there_is_something_to_compute(tmp_path, experiment_file):
+    """The Ray executor joins its cluster, or starts a local one, to count its CPUs: a stored experiment, tuned or
+    not, one file or several, never asks, so it never starts a cluster."""
+    path = experiment_file(EXPERIMENT.format(horizon=50, seeds=2))
+    results(path, LocalExecutor(), tmp_path / "e.duckdb")
+    results(path, _Uncounted(), tmp_path / "e.duckdb")
+    with Store(tmp_path / "e.duckdb") as store:
+        run_experiments([load_experiment(path)], store, _Uncounted(), progress=False, log=lambda m: None)
+
+
 def test_batches_cut_between_their_seeds_for_the_workers_give_the_numbers_of_the_whole_batches(tmp_path,
                                                                                              experiment_file):
     """Three batches of 10 seeds for two workers: each computed as two pieces of 5 seeds (the timed run whole),
@@ -109,13 +127,7 @@ def test_batches_cut_between_their_seeds_for_the_workers_give_the_numbers_of_the
     with contextlib.closing(ProcessExecutor(2)) as executor:
         remote, _ = results(path, executor, tmp_path / "processes.duckdb")
     assert_same(local, remote)
-    with Store(tmp_path / "processes.duckdb") as store:  # (the tuning's points, 2 seeds each, are stored)
-        runs = tune_experiment(load_experiment(path), store, progress=False, log=lambda m: None).runs
-        parts = store.parts(r.series_id for r in runs)
-    assert {r.label: [p.holds for p in parts[r.series_id] if p.first_seed < 10] for r in runs} == {  # (TS's
-        # chosen point is also the tuning's series, on seeds 10⁹ and up)
-        "UCB [alpha=0.5]": [tuple(range(10))],  # timed: whole
-        **{label: [tuple(range(5)), tuple(range(5, 10))] for label in ("TS", "ES", "UCB [alpha=1.0]")}}
+    assert seed_parts(path, tmp_path / "processes.duckdb") == CUT_IN_TWO
 
 
 def _fail(store, *, log, progress):

@@ -1,6 +1,7 @@
 """The Ray executor (the ``ray`` extra) on a local two-worker cluster: an experiment with a tuned series and a
-timed run gives, bit for bit, the local executor's results; a worker killed in the middle of a batch has its
-batch retried and the results are still the local ones. Skipped where Ray is not installed."""
+timed run gives, bit for bit, the local executor's results, its batches whole or cut between their seeds for the
+cluster's CPUs; a worker killed in the middle of a batch has its batch retried and the results are still the local
+ones. Skipped where Ray is not installed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the 'ray' extra: pip install -e '.[ray]'")
 
-from executor_cases import EXPERIMENT, assert_same, results  # noqa: E402
+from executor_cases import CUT_IN_TWO, EXPERIMENT, assert_same, results, seed_parts  # noqa: E402
 from nlbandit.experiments.executors import RayExecutor, worker_env  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -33,6 +34,18 @@ def test_ray_executor_reproduces_the_local_executor_bit_for_bit(tmp_path, experi
     local, _ = results(path, None, tmp_path / "local.duckdb")
     remote, _ = results(path, RayExecutor(), tmp_path / "ray.duckdb")
     assert_same(local, remote)
+
+
+def test_the_batches_are_cut_for_the_clusters_cpus(tmp_path, experiment_file, cluster):
+    """The executor counts the cluster's two CPUs, so a call's three batches of 10 seeds are computed as pieces of
+    5 seeds (the timed run whole, in the driver): every seed's numbers bit for bit the local executor's whole
+    batches."""
+    assert RayExecutor().slots == 2
+    path = experiment_file(EXPERIMENT.format(horizon=300, seeds=10))
+    local, _ = results(path, None, tmp_path / "local.duckdb")
+    remote, _ = results(path, RayExecutor(), tmp_path / "ray.duckdb")
+    assert_same(local, remote)
+    assert seed_parts(path, tmp_path / "ray.duckdb") == CUT_IN_TWO
 
 
 def test_a_killed_worker_has_its_batch_retried(tmp_path, experiment_file, cluster):

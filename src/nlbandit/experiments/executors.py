@@ -371,7 +371,8 @@ class ProcessExecutor:
 
 
 class RayExecutor:
-    """Jobs sent to Ray workers, one CPU each, all at once; their runs stored by the driver as they finish.
+    """Jobs sent to Ray workers, one CPU each, all at once; their runs stored by the driver as they finish. The
+    batches are cut for the cluster's CPUs (:attr:`slots`), as for the worker processes of one machine.
 
     Args:
       address: the cluster to join (``ray.init``'s ``address``: ``"auto"``, ``"ray://host:10001"``, ...);
@@ -389,8 +390,27 @@ class RayExecutor:
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         self.address, self.max_retries = address, max_retries
-        self.slots = 1  # (the cluster's size is not known before it is joined: batches are not cut for it)
         self._started = False  # whether this executor called ray.init (and close shuts Ray down)
+
+    @property
+    def slots(self) -> int:
+        """The cluster's CPUs, each job taking one: asked as the jobs are cut for it (an autoscaling cluster's
+        count as it is then), which joins the cluster, or starts the local one, on the first call."""
+        import ray
+
+        self._join()
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def _join(self) -> None:
+        """Join the cluster (:attr:`address`) unless this process has joined one already."""
+        import ray
+
+        if not ray.is_initialized():
+            with warnings.catch_warnings():  # Ray starts its processes by fork + exec, safe beside JAX's threads
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                ray.init(address=self.address, runtime_env={"env_vars": worker_env()}, log_to_driver=False,
+                         include_dashboard=False, logging_level="ERROR")
+            self._started = True
 
     def run(self, jobs: list[Job], store: Any, *, log: Callable[[str], None], progress: bool,
             more: Optional[More] = None, idle: Optional[Callable[[], None]] = None) -> dict[str, float]:
@@ -400,12 +420,7 @@ class RayExecutor:
             return {}
         import ray
 
-        if not ray.is_initialized():
-            with warnings.catch_warnings():  # Ray starts its processes by fork + exec, safe beside JAX's threads
-                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-                ray.init(address=self.address, runtime_env={"env_vars": worker_env()}, log_to_driver=False,
-                         include_dashboard=False, logging_level="ERROR")
-            self._started = True
+        self._join()
         remote = ray.remote(num_cpus=1, max_retries=self.max_retries)(run_on_worker)
         pending: dict[Any, str] = {}
 

@@ -104,6 +104,16 @@ def seed_pieces(batch: list[RunConfig], pieces: int) -> list[list[RunConfig]]:
                                         for start, size in zip(starts, sizes)]
 
 
+Slots = int | Callable[[], int]
+"""How many workers share a call's jobs, or a function that counts them, asked only when there is something to
+compute (:attr:`~nlbandit.experiments.executors.RayExecutor.slots` joins its cluster to count)."""
+
+
+def balanced(todo: list[list[RunConfig]], slots: Slots) -> list[list[RunConfig]]:
+    """:func:`balance` of ``todo`` for ``slots`` workers, counted only where ``todo`` holds a batch."""
+    return balance(todo, slots() if callable(slots) else slots) if todo else todo
+
+
 def balance(todo: list[list[RunConfig]], slots: int) -> list[list[RunConfig]]:
     """``todo``'s batches cut for ``slots`` workers, so that none waits on another's last batch.
 
@@ -269,7 +279,7 @@ def named(name: str, log: Callable[[str], None]) -> tuple[Callable[[str], str], 
     return (lambda label: f"[{name} {label}]"), (lambda line: log(f"{name}: {line}"))
 
 
-def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: int = 1000,
+def experiment_jobs(exp: Experiment, store: Store, *, slots: Slots = 1, chunk_size: int = 1000,
                     log: Callable[[str], None] = print, on_checkpoint: Callable[[SimProgress], None] | None = None,
                     name: str = "") -> tuple[list[Job], list[Job]]:
     """The jobs that compute every run of ``exp`` that the store lacks (only its missing seeds, :func:`missing`),
@@ -291,7 +301,7 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size
     for line in lacking.describe(store):
         log(line)
     grouped = batches(lacking.todo, timed)  # (the phased runs are timed runs: batches of one)
-    side_by_side = balance([b for b in grouped if b[0].run_id not in timed], slots)
+    side_by_side = balanced([b for b in grouped if b[0].run_id not in timed], slots)
     groups = phase_groups(exp.runs, phased)  # a phased run's group is missing whole (missing())
     kept = [b for b in grouped if b[0].run_id in phased and b[0].run_id not in whole
             and store.load_checkpoint(kept_key(b[0])) is None]  # (one an interrupted command kept rounds of: timed)
@@ -333,7 +343,7 @@ def run_experiment(
     executor = LocalExecutor() if executor is None else executor
     if on_checkpoint is not None and not isinstance(executor, LocalExecutor):
         raise ValueError("on_checkpoint is called by the local executor only")
-    side_by_side, timed = experiment_jobs(exp, store, slots=executor.slots, chunk_size=chunk_size, log=log,
+    side_by_side, timed = experiment_jobs(exp, store, slots=lambda: executor.slots, chunk_size=chunk_size, log=log,
                                           on_checkpoint=on_checkpoint)
     executor.run(side_by_side, store, log=log, progress=progress)
     executor.run_alone(timed, store, log=log, progress=progress)

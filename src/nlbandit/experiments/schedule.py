@@ -57,6 +57,10 @@ def run_experiments(
     timed: dict[int, list[Job]] = {}  # file -> its timed runs, computed alone
     finished: deque[int] = deque()  # computed, not handed to `done` yet
 
+    def slots() -> int:
+        """The executor's workers, counted only when a step has something to compute."""
+        return executor.slots
+
     def name(i: int) -> str:
         return f"{exps[i].paper}/{exps[i].name}" if n > 1 else ""
 
@@ -82,10 +86,10 @@ def run_experiments(
                         stage[j] != "done" and reads[j] & reads[i] for j in range(i)):
                     continue
                 if stage[i] == "tune":
-                    new = tuning_jobs(exps[i], store, slots=executor.slots, chunk_size=chunk_size, log=log,
+                    new = tuning_jobs(exps[i], store, slots=slots, chunk_size=chunk_size, log=log,
                                       name=name(i))
                 else:
-                    new, alone = experiment_jobs(exps[i], store, slots=executor.slots, chunk_size=chunk_size,
+                    new, alone = experiment_jobs(exps[i], store, slots=slots, chunk_size=chunk_size,
                                                  log=log, name=name(i))
                     if alone:
                         timed[i] = alone

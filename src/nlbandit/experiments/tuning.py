@@ -31,7 +31,7 @@ import numpy as np
 
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
-from nlbandit.experiments.runner import balance, batches, missing, named
+from nlbandit.experiments.runner import Slots, balanced, batches, missing, named
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, batch_id, stored_rows
@@ -119,7 +119,7 @@ def tuning_results(exp: Experiment, store: Store) -> list[TuningResult]:
     return out
 
 
-def tuning_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: int = 1000,
+def tuning_jobs(exp: Experiment, store: Store, *, slots: Slots = 1, chunk_size: int = 1000,
                 log: Callable[[str], None] = print, name: str = "") -> list[Job]:
     """The jobs that compute the tuning runs of ``exp`` that ``store`` lacks, balanced for ``slots`` workers
     (:func:`~nlbandit.experiments.runner.balance`), after logging what it holds already; ``name`` heads the jobs'
@@ -128,7 +128,7 @@ def tuning_jobs(exp: Experiment, store: Store, *, slots: int = 1, chunk_size: in
     lacking = missing(store, [c for t in exp.tuning for c in t.candidates])
     for line in lacking.describe(store, "tuning run"):
         log(line)
-    todo = balance(batches(lacking.todo), slots)
+    todo = balanced(batches(lacking.todo), slots)
     return [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=tag(f"tune {i}/{len(todo)}"),
                                                   chunk_size=chunk_size))
             for i, batch in enumerate(todo, 1)]
@@ -151,6 +151,6 @@ def tune_experiment(exp: Experiment, store: Store, *, progress: bool = True, chu
     if not exp.tuning:
         return exp
     executor = LocalExecutor() if executor is None else executor
-    executor.run(tuning_jobs(exp, store, slots=executor.slots, chunk_size=chunk_size, log=log), store, log=log,
+    executor.run(tuning_jobs(exp, store, slots=lambda: executor.slots, chunk_size=chunk_size, log=log), store, log=log,
                  progress=progress)
     return apply_tuning(exp, store)
