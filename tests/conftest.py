@@ -2,6 +2,7 @@
 
 * ``experiment_file``: writes an experiment file (dedented TOML text) into a fresh folder named after
   its paper and returns its path, so that reports land in predictable places.
+* a test module's ``RNG`` is restarted from its ``RNG_SEED`` before each of its tests (autouse).
 
 The default suite skips tests marked ``slow`` (long statistical reproductions: a policy learns, beats
 uniform play, has sublinear regret, a sampler has the right law); run them with ``pytest -m slow``.
@@ -80,3 +81,14 @@ def experiment_file(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def _module_rng_restarted(request: pytest.FixtureRequest) -> None:
+    """A test module's generator ``RNG`` restarted from the module's ``RNG_SEED`` before each of its tests, so that a
+    test's draws do not depend on which tests ran before it (``pytest -k NAME`` reproduces a failure)."""
+    seed = getattr(request.module, "RNG_SEED", None)
+    if seed is not None:
+        import numpy as np
+
+        request.module.RNG = np.random.default_rng(seed)

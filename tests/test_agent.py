@@ -74,7 +74,7 @@ def test_the_agents_practice_defaults_apply_unless_given():
 
 
 def _leaves_close(a, b, rtol):
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-12)
@@ -297,7 +297,7 @@ def test_save_and_load_round_trip(tmp_path):
     path = agent.save(tmp_path / "sub" / "agent.npz")
     assert [p.name for p in path.parent.iterdir()] == ["agent.npz"]  # no temporary file left behind
     loaded = Agent.load(path)
-    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b)) and a.dtype == b.dtype
     assert loaded.pending == [open_event.event_id] and loaded.rounds == agent.rounds
     assert repr(loaded) == repr(agent)
@@ -393,6 +393,7 @@ def test_the_host_round_compiles_once_whatever_the_callers_arrays():
 
     play(Agent("glm-tsl", d=D, k=K, horizon=T, seed=0, warmup_rounds=2), x, np.array(mask))
     compiled = host_specializations()
+    assert compiled > 0, "the host round's numba functions were not found"
     strided = np.zeros((K, 2 * D))
     strided[:, ::2] = x
     read_only = np.asfortranarray(x)
@@ -543,7 +544,7 @@ def test_a_learning_step_that_raises_learns_each_reward_once(numpy_round, monkey
         faulty.learn()
     assert faulty.learn() == 3
     assert learnt == [1, 2, 3, 3, 4, 5]  # 3 failed once, then every event learnt once
-    for a, b in zip(jax.tree.leaves(faulty.state), jax.tree.leaves(agents[1].state)):
+    for a, b in zip(jax.tree.leaves(faulty.state), jax.tree.leaves(agents[1].state), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 

@@ -19,7 +19,8 @@ from nlbandit.models.shallow import ShallowNet, embedding, glorot_bound, logisti
 from nlbandit.policies.deep import exploration_rounds
 from nlbandit.policies.registry import check_policy_env, resolve_policy
 
-RNG = np.random.default_rng(20251124)
+RNG_SEED = 20251124
+RNG = np.random.default_rng(RNG_SEED)  # restarted before each test (conftest.py)
 
 
 # ---- a float64 NumPy reference of the network ----------------------------------------------------------
@@ -179,7 +180,7 @@ def test_deep_fl_is_deterministic_and_equals_deep_fpl_with_a_zero():
     update = jax.jit(nb.make_policy("deep-fl", ProblemSpec(D, K, 100), hidden=8)[0].update)
     for t, state, contexts, arm, info, reward, key, new, params in _drive("deep-fl", 6, hidden=8):
         other = update(params, state, jax.random.key(999), contexts, arm, Feedback(jnp.float32(reward)), jnp.int32(t))
-        for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(other)):  # the update ignores its key
+        for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(other), strict=True):  # the update ignores its key
             np.testing.assert_array_equal(a, b)
         if t > 1:
             assert float(info.probability) == 1.0  # exact: 1/|tied| (no ties here)

@@ -21,7 +21,8 @@ from nlbandit.models.ridge import diagonal_widths
 from nlbandit.policies.registry import check_policy_env, resolve_policy
 
 K, D0 = 4, 5
-RNG = np.random.default_rng(3)
+RNG_SEED = 3
+RNG = np.random.default_rng(RNG_SEED)  # restarted before each test (conftest.py)
 
 
 def _dense(x, blocks):

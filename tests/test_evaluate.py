@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("starlette", reason="the service needs the test extra's starlette")
-from service_log import write_log  # noqa: E402
+from service_log import D, write_log  # noqa: E402
 
 from nlbandit.cli import main  # noqa: E402
 from nlbandit.core.hyper import ConfigError  # noqa: E402
-from nlbandit.service.evaluate import evaluate_log  # noqa: E402
+from nlbandit.service.evaluate import agent_folder, evaluate_log, read_log  # noqa: E402
+from nlbandit.service.journal import decode_array  # noqa: E402
 
 ROUNDS = 1500
 
@@ -44,6 +45,36 @@ def test_every_estimator_recovers_a_learning_candidates_known_value(log):
         half = (e.hi - e.lo) / 2
         assert abs(e.value - truth) <= 1.5 * half, (e, truth)
         assert e.hi - e.lo < truth - uniform, (e, "the interval must resolve the candidate from the logger")
+
+
+def test_the_candidates_probabilities_are_a_numpy_lin_ucb_learning_from_the_log(log):
+    """The replay's target probabilities against a float64 NumPy LinUCB (constant width α = 0.5, λ = 1) refit on
+    the logged (arm, reward) pairs that precede each decision in the journal: one-hot on its argmax of
+    xᵀθ̂ + α‖x‖_{V⁻¹}, V = I + Σ x xᵀ, uniform on tied arms (a learning order or an event matched to another's
+    reward would differ)."""
+    folder, _ = log
+    result = evaluate_log(folder, "lin-ucb", {"alpha": 0.5}, resamples=10)
+    config, records = read_log(agent_folder(folder))
+    gram, b, decided, expected = np.eye(D), np.zeros(D), {}, []
+    event = config.get("first_event_id", 1)  # (a decision's event id: the next in turn)
+    for record in records:
+        if record["op"] == "decide":
+            x = decode_array(record["x"]).astype(np.float64)
+            theta = np.linalg.solve(gram, b)
+            scores = x @ theta + 0.5 * np.sqrt(np.einsum("kd,de,ke->k", x, np.linalg.inv(gram), x))
+            top = np.isclose(scores, scores.max(), rtol=1e-12, atol=0.0)
+            expected.append(top / top.sum())  # a tie: broken at random
+            decided[event], event = x[record["arm"]], event + 1
+        elif record["op"] == "reward":
+            for rewarded, value in zip(record["ids"], record["values"]):
+                features = decided.pop(rewarded)
+                gram += np.outer(features, features)
+                b += value * features
+    expected = np.array(expected)
+    ties = expected.max(axis=1) < 1
+    assert np.flatnonzero(ties).tolist() == [0]  # round 1: θ̂ = 0 and the arms on the unit sphere, equal widths
+    np.testing.assert_array_equal(result.target[~ties], expected[~ties])
+    np.testing.assert_allclose(result.target[ties], expected[ties], atol=0.06)  # 1,000 redraws: 4 standard errors
 
 
 def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, capsys):

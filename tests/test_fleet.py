@@ -38,7 +38,7 @@ def _play(c: TestClient, name: str, rounds: int, first: int = 0) -> None:
 
 def _states_equal(a, b) -> bool:
     return all(np.array_equal(np.asarray(x), np.asarray(y))
-               for x, y in zip(jax.tree.leaves(a.agent.state), jax.tree.leaves(b.agent.state)))
+               for x, y in zip(jax.tree.leaves(a.agent.state), jax.tree.leaves(b.agent.state), strict=True))
 
 
 def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp_path):

@@ -107,7 +107,7 @@ def test_numpy_round_with_masks_decides_as_the_jitted_round(name, hyper):
         else:
             assert a.method == b.method
             np.testing.assert_allclose(a.probability, b.probability, rtol=1e-9)
-    for a, b in zip(jax.tree.leaves(host.state), jax.tree.leaves(jitted.state)):
+    for a, b in zip(jax.tree.leaves(host.state), jax.tree.leaves(jitted.state), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
@@ -130,13 +130,13 @@ def test_saved_host_agent_continues_bit_for_bit(tmp_path):
     _play(agent, env, 4, 30)
     loaded = Agent.load(agent.save(tmp_path / "agent.npz"))
     assert loaded.numpy_round
-    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state), strict=True):
         assert np.array_equal(a, b) and a.dtype == b.dtype
     x = np.random.default_rng(3).normal(size=(K, D))
     for a in (agent, loaded):
         for _ in range(20):
             a.reward(a.decide(x).event_id, 0.5)
-    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state)):
+    for a, b in zip(jax.tree.leaves(agent.state), jax.tree.leaves(loaded.state), strict=True):
         assert np.array_equal(a, b)
 
 

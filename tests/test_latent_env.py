@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nlbandit as nb
+import reference_neural as ref  # tests/reference_neural.py
 from nlbandit.core.hyper import ConfigError
 from nlbandit.envs.latent import distinct_indices
 
@@ -119,6 +120,22 @@ def test_realized_effective_dimension_grows_with_the_pool():
     dims = [realized_effective_dimension(nb.make_env("latent", d=20, k=5, pool=n, pool_draw=draw), 3, 2000, arch, 1.0)
             for n, draw in ((10, "round"), (50, "round"), (2500, "round"), (10000, "run"))]
     assert all(a < b for a, b in zip(dims, dims[1:])), dims
+
+
+def test_realized_effective_dimension_against_numpy():
+    """d̃ = log det((r/λ₀) Σ g gᵀ/m + I) over the T·K presented contexts, the gradients g at the seed's
+    block-symmetric θ₀ by tests/reference_neural.py's backpropagation (f scaled by √m), in NumPy float64."""
+    from nlbandit.core.keys import seed_keys
+    from nlbandit.models.mlp import MLP, mlp_init
+    from nlbandit.models.ntk import presented_contexts, realized_effective_dimension
+
+    env, arch, lam0, r = nb.make_env("latent", d=4, k=3, pool=10), MLP(4, 20, 2), 0.7, 0.25
+    for seed in (0, 3):
+        x = np.asarray(presented_contexts(env, seed, 40), np.float64).reshape(-1, 4)
+        theta0 = np.asarray(mlp_init(arch, seed_keys(jnp.uint32(seed)).policy_init, "symmetric", "float64"))
+        _, grads = ref.forward_backward(theta0, x, width=20, depth=2, scale=np.sqrt(20))
+        expected = np.linalg.slogdet((r / lam0) * grads.T @ grads / 20 + np.eye(grads.shape[1]))[1]
+        assert realized_effective_dimension(env, seed, 40, arch, lam0, r) == pytest.approx(expected, rel=1e-10)
 
 
 DIAGNOSED = """

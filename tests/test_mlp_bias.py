@@ -20,7 +20,8 @@ from nlbandit.models.mlp import MLP, flatten, mlp_apply, mlp_grads, mlp_init, un
 from nlbandit.models.mlp_train import Training, train
 from nlbandit.policies.registry import resolve_policy
 
-RNG = np.random.default_rng(20261125)
+RNG_SEED = 20261125
+RNG = np.random.default_rng(RNG_SEED)  # restarted before each test (conftest.py)
 KEY = jax.random.key(0)
 
 

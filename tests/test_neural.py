@@ -21,7 +21,8 @@ from nlbandit.models.mlp_train import Training, data_gradients, train
 from nlbandit.models.ridge import diagonal_widths, gram_update, mahalanobis_widths
 from nlbandit.policies.exploration import member_draw
 
-RNG = np.random.default_rng(20251110)
+RNG_SEED = 20251110
+RNG = np.random.default_rng(RNG_SEED)  # restarted before each test (conftest.py)
 KEY = jax.random.key(0)  # SGD's minibatch draws (the full-batch optimisers ignore it)
 
 
@@ -101,7 +102,7 @@ def _data(k=6, d=4, n=40, m=None):
 def test_hand_written_backpropagation_equals_jax_grad_of_the_loss(depth, scale, duplicate, loss, bias):
     arch = MLP(5, 6, depth, duplicate, scale, bias)
     theta = mlp_init(arch, jax.random.key(depth), "standard", "float64")
-    rng = np.random.default_rng(depth)  # its own draws: the module's RNG feeds the tests after it
+    rng = np.random.default_rng(depth)  # its own draws
     # Row 3 is 0, so all its pre-activations are exactly 0, where ReLU's derivative is 0 on both sides.
     x = jnp.asarray(rng.standard_normal((9, 5))).at[3].set(0.0)
     n, s = jnp.asarray(rng.integers(0, 4, 9).astype(np.float64)), jnp.asarray(rng.standard_normal(9))
@@ -136,7 +137,7 @@ def test_history_and_per_arm_training_agree_and_match_numpy_gd(reduction, reg_sc
 
 
 def test_logistic_training_on_arms_equals_history_and_lowers_the_cross_entropy():
-    rng = np.random.default_rng(14)  # its own draws: the module's RNG feeds the tests after it
+    rng = np.random.default_rng(14)  # its own draws
     arms = rng.standard_normal((6, 4)).astype(np.float32)
     arms /= np.linalg.norm(arms, axis=1, keepdims=True)
     pulls = rng.integers(0, 6, 40)

@@ -253,7 +253,7 @@ def test_rounds_kept_where_a_run_was_simulated_rebuild_its_timers_inputs_exactly
     for kept in phases.rounds_from_bytes(data):
         again(kept)
     assert len(again.kept) == len(live.kept) == 2
-    for ours, theirs in zip(jax.tree.leaves(live.kept), jax.tree.leaves(again.kept)):
+    for ours, theirs in zip(jax.tree.leaves(live.kept), jax.tree.leaves(again.kept), strict=True):
         assert np.asarray(ours).dtype == np.asarray(theirs).dtype
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
     assert phases.rounds_from_bytes(phases.rounds_to_bytes([])) == []
