@@ -40,6 +40,21 @@ def test_t_quantile_matches_scipy(df):
     assert t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-7)
 
 
+def test_t_quantile_refuses_zero_degrees_of_freedom():
+    with pytest.raises(ValueError, match="df must be an integer >= 1, got 0"):
+        t_quantile_975(0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("check", ["paired('A', 'B') > 0", "not paired('A', 'B') > 0", "paired('A', 'B') <= 0",
+                                   "regret('A') > regret('B')", "stuck('A') < 0.5"])
+def test_a_curve_that_is_not_finite_is_refused_by_every_claim(check, bad):
+    """A NaN seed made paired('A', 'B') > 0 and <= 0 both false (so its negation a PASS); an infinite one made
+    regret('A') > regret('B') true and paired('A', 'B') > 0 false; stuck() counted a NaN seed as not stuck."""
+    with pytest.raises(ConfigError, match=r"'A': its regret curve is not finite \(NaN or infinite\) in 1 of its 5"):
+        evaluate(check, {"A": np.array([1.0, 2.0, bad, 4.0, 5.0]), "B": np.ones(5)})
+
+
 @pytest.mark.parametrize("s", [*range(1, 41), 99, 500])
 def test_median_rank_is_the_95_percent_order_statistic(s):
     # [d_(k), d_(s-k+1)] covers the median with probability 1 − 2 P(Bin(s, ½) ≤ k − 1) ≥ 95%, k the largest so.

@@ -74,6 +74,8 @@ def t_quantile_975(df: int) -> float:
     """The 97.5% quantile of Student's t with ``df`` ≥ 1 degrees of freedom: a table up to 30, beyond it
     the Cornish–Fisher expansion z + g₁/ν + g₂/ν² + g₃/ν³ + g₄/ν⁴ about the normal quantile z (Abramowitz &
     Stegun 26.7.5; error below 1e-7 for ν > 30)."""
+    if df < 1:
+        raise ValueError(f"t_quantile_975: df must be an integer >= 1, got {df}")
     if df <= len(_T975):
         return _T975[df - 1]
     z = Z975
@@ -276,12 +278,23 @@ UNKNOWN = _Unknown()
 class _Evaluator:
     def __init__(self, curves: Curves, horizon: int, grid: Callable[[str], list[Any]],
                  functions: tuple[ClaimFunction, ...] = (), margins: bool = False):
-        self.curves, self.horizon, self.grid, self._find_margins = curves, horizon, grid, margins
+        self._curves, self.horizon, self.grid, self._find_margins = curves, horizon, grid, margins
         self.functions = {f.name: f for f in functions}
         self.trace: list[tuple[str, float]] = []
         self.differences: list[tuple[str, str, np.ndarray, int]] = []  # every paired(): (call, stat, a − b, id)
         self.margins: dict[int, float | None] = {}  # a paired() call's id → its margin (None: not read)
         self._probing: dict[int, float] = {}  # while a margin is found: a call's id → the number it stands for
+
+    def curves(self, label: str, case: dict[str, Any],
+               metric: str = "regret") -> tuple[np.ndarray, np.ndarray, Timing]:
+        """The run's curves (:data:`Curves`), refused where a seed's values are not finite: a NaN or an infinity
+        in a mean or an interval would decide a comparison whichever way the claim is phrased."""
+        rounds, cum, timing = self._curves(label, case, metric) if metric != "regret" else self._curves(label, case)
+        bad = ~np.isfinite(cum).all(axis=-1)
+        if bad.any():
+            raise ConfigError(f"{label!r}: its {metric} curve is not finite (NaN or infinite) in {int(bad.sum())} "
+                              f"of its {bad.size} seeds, so no claim can read it")
+        return rounds, cum, timing
 
     def __call__(self, node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
