@@ -783,7 +783,7 @@ class Agent:
                              f"'{config['name']}' has in this nlbandit version (saved by an incompatible version)")
         if not _finite(saved):
             raise ValueError(f"Agent.load: {path}: the saved state holds NaN or infinite values")
-        rounds, rewarded, pending = _events(header, path, spec, arrays)
+        rounds, rewarded, pending, first_arms = _events(header, path, spec, arrays)
         agent._state = agent._host_state(jax.tree.unflatten(jax.tree.structure(template),
                                                             [_restore(a, s) for a, s in zip(saved, shapes)]))
         agent._t, agent._rewarded, agent._learnt = rounds, rewarded, rewarded
@@ -795,7 +795,7 @@ class Agent:
                              f"{rounds}], got {agent._learnt_upto!r}")
         if not isinstance(agent.meta, dict):
             raise ValueError(f"Agent.load: {path}: the header's 'meta' must be an object, got {agent.meta!r}")
-        agent._arms = arrays.get("first_arms", (spec.k, spec.d), np.float64)
+        agent._arms = first_arms
         if agent._host is not None:  # (a file without them, or with others, derives them afresh)
             at_most = sum(a.nbytes for a in saved)  # (a cache is computed from the state)
             caches = [arrays.get(f"host_cache_{i}", max_bytes=at_most) for i in range(len(agent._host.caches))]
@@ -881,11 +881,9 @@ class _SavedArrays:
         if not path.is_file():
             raise ValueError(f"Agent.load: {path} is not a regular file")
         self.path, self._declared = path, {}
-        self._file: Any = None
         self._zip: zipfile.ZipFile | None = None
         with self._reading():
-            self._file = open(path, "rb")
-            self._zip = zipfile.ZipFile(self._file)
+            self._zip = zipfile.ZipFile(path)  # (it closes the file itself when it is not a zip)
             for info in self._zip.infolist():
                 with self._zip.open(info) as f:
                     shape, fortran, dtype = self._header(f)
@@ -932,14 +930,12 @@ class _SavedArrays:
         if self._zip is not None:
             self._zip.close()
             self._zip = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, arrays: _SavedArrays) -> tuple:
-    """(rounds, rewarded, pending) of a saved header, checked: every decision is rewarded or pending, pending
-    events are distinct decisions with an arm among k, and their contexts are finite (k, d) arrays."""
+    """(rounds, rewarded, pending, first arms or None) of a saved header and its arrays, checked: every decision is
+    rewarded or pending, pending events are distinct decisions with an arm among k, and their contexts and the first
+    decision's arms are finite (k, d) arrays."""
     rounds, rewarded, pending = header.get("rounds"), header.get("rewarded"), header.get("pending")
 
     def integer(v, low, high):
@@ -951,15 +947,15 @@ def _events(header: dict[str, Any], path: Path, spec: ProblemSpec, arrays: _Save
         raise ValueError(f"Agent.load: {path}: the header's rounds, rewarded and pending events are inconsistent "
                          "(every decision 1..rounds must be rewarded or pending once, with an arm in 0..k-1)")
     shapes = {"pending_contexts": (len(pending), spec.k, spec.d), "first_arms": (spec.k, spec.d)}
-    contexts = None
+    read = {}
     for name, shape in shapes.items():
         if name not in arrays and (name == "first_arms" or not pending):
             continue
-        a = arrays.get(name, shape, np.float64)
-        if a is None or not np.isfinite(a).all():
+        read[name] = arrays.get(name, shape, np.float64)
+        if read[name] is None or not np.isfinite(read[name]).all():
             raise ValueError(f"Agent.load: {path}: array {name!r} must be finite float64 of shape {shape}")
-        contexts = a if name == "pending_contexts" else contexts
-    return rounds, rewarded, {e: (contexts[i], arm) for i, (e, arm) in enumerate(pending)}
+    contexts = read.get("pending_contexts")
+    return rounds, rewarded, {e: (contexts[i], arm) for i, (e, arm) in enumerate(pending)}, read.get("first_arms")
 
 
 def _carry_over(old: Any, fresh: Any) -> Any:
