@@ -111,6 +111,73 @@ def test_three_valued_comparisons_and_kleene_logic():
         evaluate("paired('A', 'B')", final)
 
 
+def _t_interval(x: np.ndarray) -> tuple[float, float, float]:
+    """The mean of ``x`` with its 95% Student-t interval, by SciPy (not the module's table)."""
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return x.mean(), x.mean() - half, x.mean() + half
+
+
+def test_a_threshold_on_the_same_seeds_is_decided_seed_by_seed():
+    """``paired('A', 'B') <= 0.25 * regret('B')`` is decided by the interval of the per-seed gap A − 1.25·B against 0,
+    not by A − B's interval against B's point mean: B's own spread counts. Two cases where the two rules disagree."""
+    rng = np.random.default_rng(3)
+    z = rng.normal(0, 1, 20)
+    b = 100 + 60 * (z - z.mean()) / z.std(ddof=1)  # B's mean exactly 100 (a threshold of 25), its spread large
+    final = {"A": b + 20 + rng.normal(0, 2, 20), "B": b}  # A − B ≈ 20 with little spread
+    check = "paired('A', 'B') <= 0.25 * regret('B')"
+    lo_hi = _t_interval(final["A"] - final["B"])[1:]
+    assert lo_hi[1] < 0.25 * final["B"].mean()  # the point rule would PASS
+    holds, trace = evaluate(check, final)
+    mean, lo, hi = _t_interval(final["A"] - 1.25 * final["B"])
+    assert lo < 0 < hi and holds is None
+    assert trace[-1][0] == (f"seed by seed, paired('A', 'B') - 0.25 * regret('B') = {mean:.2f} [{lo:.2f}, {hi:.2f}] "
+                            "(95% CI), against 0") and trace[-1][1] == pytest.approx(mean, rel=1e-12)
+    # A = 1.25·B on every seed, up to a little noise: A − B's interval is as wide as B's spread, the gap's is narrow
+    final = {"A": 1.25 * b - 3 + rng.normal(0, 1, 20), "B": b}
+    lo, hi = _t_interval(final["A"] - final["B"])[1:]
+    assert lo < 0.25 * final["B"].mean() < hi  # the point rule: INCONCLUSIVE
+    assert _t_interval(final["A"] - 1.25 * final["B"])[2] < 0 and evaluate(check, final)[0] is True
+    assert evaluate("paired('A', 'B') > 0.25 * regret('B')", final)[0] is False
+    # a chained range reads two gaps; an increment() is read seed by seed too
+    holds, trace = evaluate("-0.5 * regret('B') <= paired('A', 'B') <= 0.25 * regret('B')", final)
+    assert holds is True and sum(t.startswith("seed by seed, ") for t, _ in trace) == 2
+    holds, trace = evaluate("paired('A', 'B') <= 0.5 * increment('B', 50, 100)", final)  # B's second half: B / 2
+    assert holds is True and trace[-1][1] == pytest.approx(np.mean(final["A"] - 1.25 * final["B"]), rel=1e-12)
+
+
+@pytest.mark.parametrize("check", [
+    "paired('A', 'B') <= 0.25 * regret('B', stat='median')",  # a median is not a mean of per-seed values
+    "paired('A', 'B', stat='median') <= 0.25 * regret('B')",
+    "upper(paired('A', 'B')) <= 0.25 * regret('B')",  # the interval's end, as written
+    "paired('A', 'B') <= 0.25 * max(regret('B'), 1)",  # not affine
+    "paired('A', 'B') / regret('B') <= 0.25",  # a ratio of per-seed values: not affine
+    "paired('A', 'B') <= 0.25 * regret('C')",  # C has other seeds
+    "paired('A', 'B') <= 0.25 * quantile('B', 0.5)",  # no mean of a run
+])
+def test_a_threshold_that_is_not_a_mean_of_the_same_seeds_is_read_as_a_number(check):
+    rng = np.random.default_rng(4)
+    final = {"A": rng.normal(110, 5, 12), "B": rng.normal(100, 5, 12), "C": rng.normal(100, 5, 7)}
+    holds, trace = evaluate(check, final)
+    assert holds is not None and not any(t.startswith("seed by seed") for t, _ in trace)
+
+
+def test_seed_by_seed_verdicts_err_at_their_nominal_rate_at_the_margin():
+    """2,000 simulated experiments of 20 seeds whose gap A − 1.25·B has population mean exactly 0 (B's spread 15 times
+    the difference's): the seed-by-seed verdict PASSes and FAILs each in about 2.5% of them; both must be below 5%
+    (the binomial standard error of 2.5% at 2,000 is 0.35%). Comparing A − B's interval with 0.25 × B's mean, the
+    former rule, errs in far more: at least 20% each way here."""
+    rng = np.random.default_rng(5)
+    verdicts, point = [], []
+    for _ in range(2000):
+        b = rng.normal(100, 15, 20)
+        final = {"A": 1.25 * 100 + (b - 100) + rng.normal(0, 1, 20), "B": b}  # E[A − 1.25 B] = 125 − 125 = 0
+        verdicts.append(evaluate("paired('A', 'B') <= 0.25 * regret('B')", final)[0])
+        lo, hi = _t_interval(final["A"] - final["B"])[1:]
+        point.append(True if hi <= 0.25 * b.mean() else False if lo > 0.25 * b.mean() else None)
+    assert verdicts.count(True) < 100 and verdicts.count(False) < 100, (verdicts.count(True), verdicts.count(False))
+    assert point.count(True) > 400 and point.count(False) > 400  # (the setting discriminates the two rules)
+
+
 def test_verdicts():
     def verdict(holds, expect):
         return claim_verdict(ClaimResult("c", "", "", expect, holds, []))

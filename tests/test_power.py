@@ -45,7 +45,12 @@ check = "regret('U') <= T"
 
 [[claims]]
 name = "near"
-text = "TS within a quarter of uniform's regret above it (a margin evaluated on the curves)"
+text = "TS within a quarter of uniform's median regret above it (a margin evaluated on the curves)"
+check = "paired('TS', 'U') <= 0.25 * quantile('U', 0.5)"
+
+[[claims]]
+name = "within"
+text = "TS within a quarter of uniform's regret above it (decided seed by seed)"
 check = "paired('TS', 'U') <= 0.25 * regret('U')"
 """
 
@@ -111,12 +116,18 @@ def test_the_command_reads_a_stored_pilot(tmp_path, capsys, text):
     mean, sd, margin, needed = (float(near.group(i)) for i in range(1, 5))
     assert margin > 0 and seeds_needed((mean - margin) * 1.01, sd * 0.99) <= needed <= seeds_needed(
         (mean - margin) * 0.99, sd * 1.01)
+    # a threshold on a mean of the same seeds is planned as the per-seed gap TS − 1.25 U against 0
+    within = re.search(r"within: .*\n  paired\('TS', 'U'\) - 0.25 \* regret\('U'\): mean (\S+), sd (\S+) over 4 "
+                       r"seeds -> (\d+) seeds\n", text)
+    assert within, text
+    mean, sd, needed = (float(within.group(i)) for i in range(1, 4))
+    assert mean < 0 and seeds_needed(mean * 1.01, sd * 0.99) <= needed <= seeds_needed(mean * 0.99, sd * 1.01)
     # every claim resampled at the default counts and the pilot's 4; a bound that holds on every seed holds on any draw
     bounded = re.search(r"^bounded \(pilot: holds\): (.*) -> 3 seeds decide it as the pilot did$", text, re.M)
     assert bounded, text
     assert re.findall(r"n=(\d+) (\S+?),? ", bounded.group(1) + " ") == [
         (n, "1.00/0.00/0.00") for n in ("3", "4", "5", "10", "20", "50", "100")], bounded.group(1)
-    for line in re.findall(r"^(?:learns|near|bounded) \(pilot: \w+\): .*$", text, re.M):
+    for line in re.findall(r"^(?:learns|near|within|bounded) \(pilot: \w+\): .*$", text, re.M):
         for shares in re.findall(r"n=\d+ (\S+)/(\S+)/(\S+?)[,\s]", line + " "):
             assert abs(sum(map(float, shares)) - 1.0) <= 0.011, line
     assert main(argv + ["--power", "1.5"]) == 2 and "--power" in capsys.readouterr().err
@@ -226,7 +237,7 @@ def test_a_full_scale_report_gives_each_claims_repeat_share(tmp_path, capsys):
     assert "| result | repeats |" in md and "*Repeats*: the share of 400 draws of 4 seeds" in md
     cells = {m.group(1): (m.group(2), m.group(3)) for m in
              re.finditer(r"^\| \*\*(\w+)\*\*:.*\| (PASS|FAIL|INCONCLUSIVE) \| ([^|]+) \|$", md, re.M)}
-    assert set(cells) == {"learns", "bounded", "near", "timed"}, md
+    assert set(cells) == {"learns", "bounded", "near", "within", "timed"}, md
     assert cells["bounded"] == ("PASS", "1.00") and cells["timed"][1] == "— (times)"
     assert "bounded: regret('U') <= T" in printed and "(repeats in 1.00 of 400 draws of the seeds)" in printed
     exp = load_experiment(path, "full")
@@ -269,6 +280,17 @@ def test_the_margin_is_where_the_comparison_turns_for_the_paired_mean(check, mar
     expected = -0.5 * final["G"].mean() if margin == "-0.5 * G" else margin
     found = [m for *_, m in paired_differences(check, curves, 500)]
     assert found == [None] if expected is None else found == [pytest.approx(expected, rel=1e-12, abs=1e-12)]
+
+
+def test_a_comparison_decided_seed_by_seed_is_planned_as_its_gap():
+    from nlbandit.experiments.claims import paired_differences
+
+    rng = np.random.default_rng(0)
+    final = {"TS": rng.normal(100, 20, 12), "G": rng.normal(145, 30, 12)}
+    curves = lambda label, case, metric="regret": (np.array([500]), final[label][:, None], None)  # noqa: E731
+    [(call, stat, gap, margin)] = paired_differences("paired('TS', 'G') <= 0.25 * regret('G')", curves, 500)
+    assert (call, stat, margin) == ("paired('TS', 'G') - 0.25 * regret('G')", "mean", 0.0)
+    np.testing.assert_allclose(gap, final["TS"] - 1.25 * final["G"], rtol=1e-12)
 
 
 def test_two_comparisons_of_one_pair_keep_their_own_margins():

@@ -203,6 +203,29 @@ def _pow(a, b):
         return math.inf if a == 0 else math.nan
 
 
+class _NotPerSeed(Exception):
+    """Raised while a comparison is evaluated seed by seed (:meth:`_Evaluator._contrast`) by an operation whose mean
+    over seeds is not the same operation on the means (a product of two runs' values, a min, a median)."""
+
+
+def _per_seed(op: ast.operator, a, b) -> np.ndarray:
+    """``a op b`` where one or both are per-seed values (arrays over the same seeds): only the affine operations (a
+    sum or difference, a product with a number, a division by a nonzero number); :class:`_NotPerSeed` otherwise."""
+    arrays = [isinstance(x, np.ndarray) for x in (a, b)]
+    if not all(is_array or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x, is_array in
+               zip((a, b), arrays, strict=True)):
+        raise _NotPerSeed
+    if isinstance(op, ast.Add):
+        return a + b
+    if isinstance(op, ast.Sub):
+        return a - b
+    if isinstance(op, ast.Mult) and not all(arrays):
+        return a * b
+    if isinstance(op, ast.Div) and not arrays[1] and b != 0:
+        return a / b
+    raise _NotPerSeed
+
+
 _BINOPS = {ast.Add: lambda a, b: _shift(a, b, 1.0), ast.Sub: lambda a, b: _shift(a, b, -1.0), ast.Mult: _scale,
            ast.Div: _div, ast.Pow: _pow}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -242,6 +265,9 @@ def _kleene_or(values: list[bool | None]) -> bool | None:
         return True
     return None if any(v is None for v in values) else False
 
+
+SEED_BY_SEED = "seed by seed, "
+"""How a traced comparison decided seed by seed (:meth:`_Evaluator._contrast`) begins, as reports print it."""
 
 MAX_CHARS, MAX_DEPTH = 10_000, 60
 MAX_TERMS = 10_000_000
@@ -284,6 +310,8 @@ class _Evaluator:
         self.differences: list[tuple[str, str, np.ndarray, int]] = []  # every paired(): (call, stat, a − b, id)
         self.margins: dict[int, float | None] = {}  # a paired() call's id → its margin (None: not read)
         self._probing: dict[int, float] = {}  # while a margin is found: a call's id → the number it stands for
+        self.contrasts: list[tuple[str, np.ndarray, int]] = []  # per-seed comparisons: (text, gap, paired id)
+        self._per_seed = False  # while a comparison is evaluated seed by seed (_contrast)
 
     def curves(self, label: str, case: dict[str, Any],
                metric: str = "regret") -> tuple[np.ndarray, np.ndarray, Timing]:
@@ -309,12 +337,16 @@ class _Evaluator:
             operands = [self(x) for x in (node.left, node.right)]
             if any(x is UNKNOWN for x in operands):
                 return UNKNOWN
+            if any(isinstance(x, np.ndarray) for x in operands):
+                return _per_seed(node.op, *operands)
             a, b = (_number(x, f"{ast.unparse(node)!r}", interval=True) for x in operands)
             return _BINOPS[type(node.op)](a, b)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             operand = self(node.operand)
             if operand is UNKNOWN:
                 return UNKNOWN
+            if isinstance(operand, np.ndarray):
+                return -operand
             return _scale(_number(operand, f"{ast.unparse(node)!r}", interval=True), -1.0)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             v = self._truth(self(node.operand))
@@ -326,7 +358,10 @@ class _Evaluator:
             left_node, left, outcomes = node.left, self(node.left), []
             for op, right_node in zip(node.ops, node.comparators):
                 right = self(right_node)
-                outcomes.append(None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right))
+                outcome = None if left is UNKNOWN or right is UNKNOWN else _compare(op, left, right)
+                contrast = None if left is UNKNOWN or right is UNKNOWN or self._probing or self._per_seed \
+                    else self._contrast(left_node, right_node)
+                outcomes.append(outcome if contrast is None else _compare(op, contrast, 0.0))
                 if self._find_margins and not self._probing:  # (only for seeds: a verdict does not need them)
                     self._note_margin(left_node, right_node)
                 left_node, left = right_node, right
@@ -368,6 +403,38 @@ class _Evaluator:
             mean = next(d.mean() for *_, d, n in self.differences if n == id(calls[0]))  # nearer decides the seeds
             margin = min(margin, before, key=lambda m: abs(mean - m))
         self.margins[id(calls[0])] = None if margin is None else margin + 0.0  # (not -0.0)
+
+    def _contrast(self, left_node: ast.AST, right_node: ast.AST) -> Interval | None:
+        """The comparison ``left op right`` of one ``paired(a, b)`` with a threshold that reads runs' means
+        (``paired(a, b) <= 0.25 * regret(b)``), as the 95% interval of its per-seed gap left − right (a − 1.25·b, seed
+        by seed), to be compared with 0: the threshold's own sampling error counts, where comparing the paired
+        interval with the threshold's point estimate would ignore it. Its mean is the point gap (the operations are
+        affine). None, leaving the comparison to the interval of paired() alone, unless the two sides read exactly
+        one paired() and at least one regret() or increment(), all means (not medians), all over the same number of
+        seeds (the same seeds, as paired() assumes of a file's runs), combined only by sums, differences and
+        products or quotients with numbers (:func:`_per_seed`)."""
+        calls = [n.func.id for side in (left_node, right_node) for n in ast.walk(side)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+        if calls.count("paired") != 1 or not {"regret", "increment"} & set(calls):
+            return None
+        trace, differences = len(self.trace), len(self.differences)
+        self._per_seed = True
+        try:
+            gap = self(left_node) - self(right_node)
+            paired = next(n for *_, n in self.differences[differences:])
+        except (_NotPerSeed, ConfigError, TypeError, ValueError, StopIteration):  # (lower(), runs of other seeds)
+            return None
+        finally:
+            self._per_seed = False
+            del self.trace[trace:], self.differences[differences:]
+        if not isinstance(gap, np.ndarray):
+            return None
+        if not np.all(np.isfinite(gap)):
+            raise OverflowError
+        value, text = paired_interval(gap), ast.unparse(ast.BinOp(left_node, ast.Sub(), right_node))
+        self.trace.append((f"{SEED_BY_SEED}{text} = {value.text()} (95% CI), against 0", value.mean))
+        self.contrasts.append((text, gap, paired))
+        return value
 
     @staticmethod
     def _truth(value) -> bool | None:
@@ -420,10 +487,12 @@ class _Evaluator:
             rounds_a, cum_a, _ = self.curves(args[0], kwargs)
             rounds_b, cum_b, _ = self.curves(args[1], kwargs)
             diff = value_at(rounds_a, cum_a, t) - value_at(rounds_b, cum_b, t)
+            if self._per_seed and stat != "mean":
+                raise _NotPerSeed
             value = paired_interval(diff, stat)
             self.trace.append((f"{ast.unparse(node)} = {value.text()} (95% CI)", value.mean))
             self.differences.append((ast.unparse(node), stat, diff, id(node)))
-            return value
+            return diff if self._per_seed else value
         if name in ("lower", "upper") and len(args) == 1 and isinstance(args[0], Interval) and not kwargs:
             return args[0].lo if name == "lower" else args[0].hi
         if name == "at_least" and len(args) >= 2 and not kwargs:
@@ -544,6 +613,10 @@ class _Evaluator:
                 t0, t1 = None, self._round(node, kwargs.pop("t", None))
             rounds, cum, _ = self.curves(label, kwargs)
             end = value_at(rounds, cum, t1)
+            if self._per_seed and name in ("regret", "increment"):
+                if stat != "mean":
+                    raise _NotPerSeed
+                return end - value_at(rounds, cum, t0) if name == "increment" else end
             if name == "increment":
                 value = float(average(end - value_at(rounds, cum, t0)))
             elif name == "regret":
@@ -667,10 +740,16 @@ def paired_differences(check: str, curves: Curves, horizon: int, grid: Callable[
     out): (the call, its statistic, the per-seed differences a − b, its margin: the value of the paired mean, or of
     its ``lower``/``upper`` end, at which its comparison turns, evaluated on these curves (``_note_margin``); 0
     where it is compared with nothing, e.g. inside at_least's count; None where it cannot be read), for
-    :mod:`nlbandit.experiments.power`."""
+    :mod:`nlbandit.experiments.power`. A paired() whose comparison is decided seed by seed
+    (``paired(a, b) <= 0.25 * regret(b)``, :meth:`_Evaluator._contrast`) is given as that comparison instead: (its
+    gap ``paired(a, b) - 0.25 * regret(b)``, 'mean', the per-seed gaps, margin 0)."""
     ev = _Evaluator(curves, horizon, grid, functions, margins=True)
     ev(parse_claim(check))
-    return [(call, stat, diff, ev.margins.get(node, 0.0)) for call, stat, diff, node in ev.differences]
+    out = []
+    for call, stat, diff, node in ev.differences:
+        contrasts = [(text, "mean", gap, 0.0) for text, gap, paired in ev.contrasts if paired == node]
+        out.extend(contrasts or [(call, stat, diff, ev.margins.get(node, 0.0))])
+    return out
 
 
 def _named(node: ast.AST, name: str) -> bool:

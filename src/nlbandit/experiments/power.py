@@ -2,11 +2,12 @@
 resolved, fixed before the figure's own run (issue 33 item 4: never raise seeds after seeing an INCONCLUSIVE).
 
 A claim's ``paired(a, b)`` is resolved when the 95% Student-t interval of the per-seed differences a − b lies on
-one side of the value at which its comparison turns, its margin m (``paired(a, b) <= 0.25 * regret('b')``,
-``lower(paired(a, b)) > 5``, and as well ``paired(a, b) / regret('b') <= -0.5`` or ``-paired(a, b) >= 20``: the
-comparison is solved for the paired mean, the rest held at the pilot's values; 0 for a bare sign; not estimated
-where the comparison is not affine in it; the nearer bound of a chained range)
-(:func:`~nlbandit.experiments.claims.paired_interval`). With a pilot's mean difference d̄ and standard deviation
+one side of the value at which its comparison turns, its margin m (``lower(paired(a, b)) > 5``, and as well
+``paired(a, b) / regret('b') <= -0.5`` or ``-paired(a, b) >= 20``: the comparison is solved for the paired mean, the
+rest held at the pilot's values; 0 for a bare sign; not estimated where the comparison is not affine in it; the
+nearer bound of a chained range) (:func:`~nlbandit.experiments.claims.paired_interval`). A comparison that a report
+decides seed by seed (``paired(a, b) <= 0.25 * regret('b')``: the per-seed gap a − 1.25·b against 0) is planned as
+that gap, with margin 0. With a pilot's mean difference d̄ and standard deviation
 s, a run of n fresh seeds resolves it with probability about Φ(|d̄ − m|√n / s − t₀.₉₇₅,ₙ₋₁) (the t statistic taken
 as normal around its mean; slightly optimistic for small n), so the seeds needed at power β are the smallest n ≥ 2
 with |d̄ − m|√n / s ≥ t₀.₉₇₅,ₙ₋₁ + z_β. The pilot's d̄ and m are themselves estimates: a small pilot can miss an

@@ -25,6 +25,7 @@ from nlbandit.core.phases import PhaseRows
 from nlbandit.experiments.claims import (
     TIME_FUNCTIONS,
     ClaimResult,
+    SEED_BY_SEED,
     MissingCase,
     Timing,
     evaluate_claim,
@@ -644,6 +645,10 @@ def _report(exp: Experiment, rows: list[Row], out_dir: Path, command: str, tunin
                   "threshold the paper does not justify, kept as a check on the implementation), *sanity* (true by "
                   "construction). " + _paired_key(exp) + " on common random numbers, with its 95% CI; a comparison "
                   "the CI straddles is INCONCLUSIVE." + (
+                      " A paired() compared with a threshold on means of the same seeds (`paired(a, b) <= 0.25 * "
+                      "regret(b)`) is decided *seed by seed*: by the CI of the per-seed gap a − b − 0.25·b against 0, "
+                      "so the threshold's own sampling error counts (docs/experiments.md#verdicts)."
+                      if any(t.startswith(SEED_BY_SEED) for c in claims for t, _ in c.values) else "") + (
                       f" *Repeats*: the share of {resamples} draws of {exp.n_seeds} seeds, drawn with replacement "
                       "from this report's own (one draw for all runs, so pairs stay paired), in which the claim reads "
                       "as it does here (holds, fails or stays INCONCLUSIVE): an estimate of how often fresh seeds "
