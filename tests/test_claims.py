@@ -143,6 +143,9 @@ def test_a_threshold_on_the_same_seeds_is_decided_seed_by_seed():
     assert holds is True and sum(t.startswith("seed by seed, ") for t, _ in trace) == 2
     holds, trace = evaluate("paired('A', 'B') <= 0.5 * increment('B', 50, 100)", final)  # B's second half: B / 2
     assert holds is True and trace[-1][1] == pytest.approx(np.mean(final["A"] - 1.25 * final["B"]), rel=1e-12)
+    trace = evaluate("paired('A', 'B') >= -0.5 * regret('B')", final)[1]  # (not "- -0.5 * regret('B')")
+    assert trace[-1][0].startswith("seed by seed, paired('A', 'B') + 0.5 * regret('B') = ")
+    assert trace[-1][1] == pytest.approx(np.mean(final["A"] - 0.5 * final["B"]), rel=1e-12)
 
 
 @pytest.mark.parametrize("check", [

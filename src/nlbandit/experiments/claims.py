@@ -432,6 +432,8 @@ class _Evaluator:
         if not np.all(np.isfinite(gap)):
             raise OverflowError
         value, text = paired_interval(gap), ast.unparse(ast.BinOp(left_node, ast.Sub(), right_node))
+        negated = ast.unparse(left_node) + " - -"  # (a - -0.75 * b reads a + 0.75 * b)
+        text = text.replace(negated, negated[:-4] + " + ", 1) if text.startswith(negated) else text
         self.trace.append((f"{SEED_BY_SEED}{text} = {value.text()} (95% CI), against 0", value.mean))
         self.contrasts.append((text, gap, paired))
         return value
