@@ -117,6 +117,11 @@ def test_resume_after_killed_run(tiny, tmp_path):
     logs = []
     with Store(db) as store:
         assert store.con.execute("SELECT max(t_done) FROM checkpoints").fetchone()[0] == 200
+        # the checkpoint says which batch it is (the file, the batch's labels and seeds)
+        whats = [what for *_, what in store.checkpoints()]
+        labels = {r.label for r in exp.runs}
+        assert whats and all(w.startswith(f"{exp.paper}/{exp.name}: ") and w.endswith(f"(seeds 0-{exp.n_seeds - 1})")
+                             and set(w.split(": ", 1)[1].split(" (seeds")[0].split(", ")) <= labels for w in whats)
         run_experiment(exp, store, progress=False, chunk_size=100, log=logs.append)
         resumed = {r.run_id: store.load(r.series_id, r.seeds, with_arms=True) for r in exp.runs}
     assert any("resuming at round 200" in m for m in logs), logs

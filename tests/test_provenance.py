@@ -180,14 +180,19 @@ def test_results_command_lists_and_prunes(tmp_path, capsys):
     assert "p/e: edited [v=0.3] (1" in out and "p/e: edited [v=0.5] (1" in out
     assert "p/e: scaled [xla=''] (1" in out and "p/e: scaled [xla='--flag'] (1" in out
     with Store(db) as store:  # an interrupted batch's progress: shown, and deleted by prune --checkpoints only
-        store.save_checkpoint("unfinished", 6000, b"x" * 2_000_000)
+        store.save_checkpoint("unfinished", 6000, b"x" * 2_000_000)  # (its batch not named: as before names)
+        store.name_batches({"named": "p/e: A, B (seeds 0-4)"})
+        store.save_checkpoint("named", 300, b"y" * 500_000)
     assert main(["results", "--db", str(db)]) == 0
-    assert "1 checkpoint(s) of batches that never finished (2.0 MB, at rounds 6000)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 checkpoint(s) of batches that never finished (2.5 MB; the command that started each resumes it" in out
+    assert "\n  p/e: A, B (seeds 0-4) at round 300\n" in out
+    assert "\n  a batch (saved before checkpoints named their batch) at round 6000\n" in out
     assert main(["results", "prune", "--db", str(db)]) == 0 and main(["results", "--db", str(db)]) == 0
-    assert "1 checkpoint(s)" in capsys.readouterr().out
+    assert "2 checkpoint(s)" in capsys.readouterr().out
     assert main(["results", "--checkpoints", "--db", str(db)]) == 2
     assert main(["results", "prune", "--checkpoints", "--db", str(db)]) == 0
-    assert "and 1 checkpoint(s) of unfinished batches" in capsys.readouterr().out
+    assert "and 2 checkpoint(s) of unfinished batches" in capsys.readouterr().out
     with Store(db) as store:
         assert store.checkpoints() == []
 

@@ -163,6 +163,21 @@ def _write_v2(path, runs: list[tuple], phases: dict[str, list[tuple]]) -> None:
     con.close()
 
 
+def test_checkpoints_saved_before_they_named_their_batch_are_kept(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE checkpoints (batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, "
+                "saved TIMESTAMP DEFAULT current_timestamp)")
+    con.execute("INSERT INTO checkpoints (batch_id, t_done, progress) VALUES ('old', 400, 'abc'::BLOB)")
+    con.close()
+    with Store(path) as store:
+        assert store.checkpoints() == [("old", 400, 3, None)] and store.load_checkpoint("old") == b"abc"
+        store.name_batches({"new": "p/e: UCB (seeds 0-3)"})
+        store.save_checkpoint("new", 200, b"de")
+    with Store(path) as store:  # (named in the database: another process reads it)
+        assert store.checkpoints() == [("new", 200, 2, "p/e: UCB (seeds 0-3)"), ("old", 400, 3, None)]
+
+
 def test_a_database_of_the_previous_layout_is_converted_and_its_runs_reused(tmp_path, experiment_file):
     four = load_experiment(experiment_file(EXPERIMENT.format(seeds=4), "four"))
     with Store(tmp_path / "ref.duckdb") as store:

@@ -340,9 +340,11 @@ def _results(action: str, db: Path, experiments: list[str] | None = None, checkp
           "'nlbandit results revalidate' adopts those whose numbers did not change, 'nlbandit results prune' deletes "
           "them)")
     if held:
-        print(f"{len(held)} checkpoint(s) of batches that never finished ({sum(n for _, _, n in held) / 1e6:.1f} MB, "
-              f"at rounds {', '.join(str(t) for _, t, _ in held)}): the command that started each resumes it; "
-              "'nlbandit results prune --checkpoints' deletes them")
+        megabytes = sum(n for _, _, n, _ in held) / 1e6
+        print(f"{len(held)} checkpoint(s) of batches that never finished ({megabytes:.1f} MB; the command that started "
+              "each resumes it, 'nlbandit results prune --checkpoints' deletes them):")
+        for _, t, _, what in held:
+            print(f"  {what or 'a batch (saved before checkpoints named their batch)'} at round {t}")
     return 0
 
 

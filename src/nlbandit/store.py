@@ -73,8 +73,12 @@ CREATE TABLE IF NOT EXISTS phases (
     series_id VARCHAR, part_first BIGINT, part_seeds INTEGER, t BIGINT, select_s DOUBLE, update_s DOUBLE,
     update_rows INTEGER, select_rows INTEGER, session VARCHAR, process INTEGER);
 CREATE TABLE IF NOT EXISTS checkpoints (
-    batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp);
+    batch_id VARCHAR PRIMARY KEY, t_done BIGINT, progress BLOB, saved TIMESTAMP DEFAULT current_timestamp,
+    what VARCHAR);
 """
+
+_CHECKPOINTS_UNNAMED = ["batch_id", "t_done", "progress", "saved"]
+"""The ``checkpoints`` columns before each checkpoint said what its batch is (``what``, NULL for those)."""
 
 _SERIES_TABLES = ("series", "parts", "seeds", "curves", "phases")
 """The tables holding a series' rows, keyed by ``series_id``."""
@@ -260,6 +264,7 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._names: dict[str, str] = {}  # batch id → what it is (name_batches)
         try:
             _check_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -279,6 +284,8 @@ class Store:
             elif [c for c, _ in found.get("phases", [])] in (_PHASES_UNCOUNTED, _PHASES_ONE_COUNT, _PHASES_ALONE,
                                                              _PHASES_ONE_PROCESS):
                 self._unread_phases([c for c, _ in found["phases"]])
+            if [c for c, _ in found.get("checkpoints", [])] == _CHECKPOINTS_UNNAMED:
+                self.con.execute("ALTER TABLE checkpoints ADD COLUMN what VARCHAR")
             self._check_schema()
             self.con.execute(_SCHEMA)
         except BaseException:
@@ -410,18 +417,24 @@ class Store:
         row = self.con.execute("SELECT progress FROM checkpoints WHERE batch_id = ?", [batch_id]).fetchone()
         return None if row is None else bytes(row[0])
 
+    def name_batches(self, names: dict[str, str]) -> None:
+        """Say what batches are (batch id → e.g. ``"sun2025/fig1d_distance: Neural-ES (seeds 10-34)"``), for the
+        checkpoints this store saves of them from now on (:meth:`checkpoints`); kept in memory only."""
+        self._names.update(names)
+
     def save_checkpoint(self, batch_id: str, t_done: int, progress: bytes) -> None:
-        """Replace the batch's checkpoint (atomically)."""
+        """Replace the batch's checkpoint (atomically), with what the batch is where :meth:`name_batches` said."""
         with self._transaction() as con:
             con.execute("DELETE FROM checkpoints WHERE batch_id = ?", [batch_id])
-            con.execute("INSERT INTO checkpoints (batch_id, t_done, progress) VALUES (?, ?, ?)",
-                        [batch_id, t_done, progress])
+            con.execute("INSERT INTO checkpoints (batch_id, t_done, progress, what) VALUES (?, ?, ?, ?)",
+                        [batch_id, t_done, progress, self._names.get(batch_id)])
 
-    def checkpoints(self) -> list[tuple[str, int, int]]:
-        """(batch id, rounds done, bytes) of every saved checkpoint: the progress of batches that have not finished
-        (resumed by the command that started them; another seed count or file is another batch)."""
+    def checkpoints(self) -> list[tuple[str, int, int, str | None]]:
+        """(batch id, rounds done, bytes, what the batch is or None) of every saved checkpoint: the progress of
+        batches that have not finished (resumed by the command that started them; another seed count or file is
+        another batch)."""
         return [tuple(row) for row in self.con.execute(
-            "SELECT batch_id, t_done, octet_length(progress) FROM checkpoints ORDER BY batch_id").fetchall()]
+            "SELECT batch_id, t_done, octet_length(progress), what FROM checkpoints ORDER BY batch_id").fetchall()]
 
     def drop_checkpoints(self) -> int:
         """Remove every checkpoint; return how many there were."""

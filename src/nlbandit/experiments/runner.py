@@ -172,6 +172,21 @@ def seed_ranges(seeds: list[int]) -> list[range]:
     return out
 
 
+def named_jobs(store: Store, exp: Experiment, jobs: list[Job]) -> list[Job]:
+    """``jobs``, with the store told what each one's batch is (:meth:`~nlbandit.store.Store.name_batches`:
+    ``paper/file: label, label (seeds 0-9)``), so a checkpoint a batch leaves unfinished says so in ``nlbandit
+    results``."""
+    def what(batch: list[RunConfig]) -> str:
+        seeds = ", ".join(f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}" for r in seed_ranges(
+            sorted({s for run in batch for s in run.seeds})))
+        return f"{exp.paper}/{exp.name}: {', '.join(dict.fromkeys(r.label for r in batch))} (seeds {seeds})"
+
+    store.name_batches({job.key: what(job.kwargs["batch"]) for job in jobs})
+    store.name_batches({kept_key(r): what([r]) + ", rounds kept for its timing session" for job in jobs
+                        for r in job.kwargs["batch"]})
+    return jobs
+
+
 @dataclass(frozen=True)
 class Missing:
     """What the store lacks of some runs (:func:`missing`).
@@ -310,10 +325,11 @@ def experiment_jobs(exp: Experiment, store: Store, *, slots: Slots = 1, chunk_si
                   .values())
     steps = ([(b, run_batch_job) for b in side_by_side] + [(b, run_kept_job) for b in kept]
              + [(b, run_phased_job if b[0].run_id in phased else run_batch_job) for b in alone])  # alone: after
-    jobs = [Job(batch_id(b), step, dict(exp=exp, batch=b, tag=tag(f"{i}/{len(steps)}"), chunk_size=chunk_size,
-                                        on_checkpoint=on_checkpoint),
-                reads=tuple(kept_key(r) for r in b) if step is run_phased_job else (), late=step is run_kept_job)
-            for i, (b, step) in enumerate(steps, 1)]
+    jobs = named_jobs(store, exp, [
+        Job(batch_id(b), step, dict(exp=exp, batch=b, tag=tag(f"{i}/{len(steps)}"), chunk_size=chunk_size,
+                                    on_checkpoint=on_checkpoint),
+            reads=tuple(kept_key(r) for r in b) if step is run_phased_job else (), late=step is run_kept_job)
+        for i, (b, step) in enumerate(steps, 1)])
     return jobs[:len(side_by_side) + len(kept)], jobs[len(side_by_side) + len(kept):]
 
 

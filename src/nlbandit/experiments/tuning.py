@@ -31,7 +31,7 @@ import numpy as np
 
 from nlbandit.experiments.claims import t_quantile_975
 from nlbandit.experiments.executors import Executor, Job, LocalExecutor
-from nlbandit.experiments.runner import Slots, balanced, batches, missing, named
+from nlbandit.experiments.runner import Slots, balanced, batches, missing, named, named_jobs
 from nlbandit.experiments.spec import Experiment, RunConfig, Tuning
 from nlbandit.loops import LOOPS
 from nlbandit.loops.base import Computed, batch_id, stored_rows
@@ -129,9 +129,9 @@ def tuning_jobs(exp: Experiment, store: Store, *, slots: Slots = 1, chunk_size: 
     for line in lacking.describe(store, "tuning run"):
         log(line)
     todo = balanced(batches(lacking.todo), slots)
-    return [Job(batch_id(batch), tuning_job, dict(exp=exp, batch=batch, tag=tag(f"tune {i}/{len(todo)}"),
-                                                  chunk_size=chunk_size))
-            for i, batch in enumerate(todo, 1)]
+    return named_jobs(store, exp, [Job(batch_id(batch), tuning_job, dict(
+        exp=exp, batch=batch, tag=tag(f"tune {i}/{len(todo)}"), chunk_size=chunk_size))
+        for i, batch in enumerate(todo, 1)])
 
 
 def apply_tuning(exp: Experiment, store: Store) -> Experiment:
