@@ -294,6 +294,8 @@ def test_a_phased_run_is_simulated_beside_others_and_timed_alone_on_the_rounds_i
             _on_workers(executor if where == "processes" else None, side, store)
         kept = phases.rounds_from_bytes(store.load_checkpoint(runner.kept_key(phe)))
         assert [r.t_done for r in kept] == (11 * np.arange(1, 11)).tolist()
+        assert {key: what for key, *_, what in store.checkpoints()} == {runner.kept_key(phe): (
+            f"{exp.paper}/{exp.name}: PHE (seeds {runner.seeds_text(phe.seeds)}), rounds kept for its timing session")}
         (part,) = store.parts([phe.series_id])[phe.series_id]
         assert part.is_whole(phe.seeds) and part.batch_size == 1 and part.session is None
         side, alone = runner.experiment_jobs(exp, store)

@@ -296,7 +296,7 @@ def _results(action: str, db: Path, experiments: list[str] | None = None, checkp
     """``nlbandit results [list|revalidate|prune]``: the stored runs, current or stale
     (:mod:`nlbandit.experiments.results`)."""
     from nlbandit.experiments.results import annotated_runs, prune_stale, revalidate
-    from nlbandit.experiments.runner import seed_ranges
+    from nlbandit.experiments.runner import seeds_text
     from nlbandit.store import Store, StoreBusyError, StoreError
 
     if not db.is_file():
@@ -329,7 +329,7 @@ def _results(action: str, db: Path, experiments: list[str] | None = None, checkp
     differing = _differing_fields(runs)
     for r in runs:
         state = "current" if r["current"] else "STALE"
-        seeds = ", ".join(f"{s.start}" if len(s) == 1 else f"{s.start}-{s.stop - 1}" for s in seed_ranges(r["seeds"]))
+        seeds = seeds_text(r["seeds"])
         config = r["config"]
         case = ", ".join(f"{field}={(config.get(part, {}) if part else config).get(field)!r}"
                          for part, field in differing.get((r["experiment"], r["label"]), ()))

@@ -31,7 +31,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from statistics import fmean
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from nlbandit.core.phases import (KeptRound, PhaseRows, PhaseSample, PhaseTimer, rounds_from_bytes, rounds_to_bytes,
                                   time_phases)
@@ -172,18 +172,22 @@ def seed_ranges(seeds: list[int]) -> list[range]:
     return out
 
 
+def seeds_text(seeds: Iterable[int]) -> str:
+    """``seeds`` as their ranges of consecutive seeds, ``"0-4, 7"`` (:func:`seed_ranges`)."""
+    return ", ".join(f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}" for r in seed_ranges(sorted(seeds)))
+
+
 def named_jobs(store: Store, exp: Experiment, jobs: list[Job]) -> list[Job]:
     """``jobs``, with the store told what each one's batch is (:meth:`~nlbandit.store.Store.name_batches`:
     ``paper/file: label, label (seeds 0-9)``), so a checkpoint a batch leaves unfinished says so in ``nlbandit
     results``."""
     def what(batch: list[RunConfig]) -> str:
-        seeds = ", ".join(f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}" for r in seed_ranges(
-            sorted({s for run in batch for s in run.seeds})))
+        seeds = seeds_text({s for run in batch for s in run.seeds})
         return f"{exp.paper}/{exp.name}: {', '.join(dict.fromkeys(r.label for r in batch))} (seeds {seeds})"
 
     store.name_batches({job.key: what(job.kwargs["batch"]) for job in jobs})
     store.name_batches({kept_key(r): what([r]) + ", rounds kept for its timing session" for job in jobs
-                        for r in job.kwargs["batch"]})
+                        if job.compute is run_kept_job for r in job.kwargs["batch"]})
     return jobs
 
 
