@@ -86,8 +86,11 @@ def test_the_command_prints_the_estimates_and_refuses_bad_input(log, tmp_path, c
     assert "holds no agent" in capsys.readouterr().err
     assert main(["evaluate", str(folder.parent), "--agent", "../s", "--policy", "lin-ucb"]) == 2
     assert "is not an agent name" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="estimators must be among"):
-        evaluate_log(folder, "lin-ucb", estimators=("bogus",))
+    for given, message in (((), r"must be one or more of ips, snips, dr, got \(\)"),
+                           (("bogus",), r"must be one or more of ips, snips, dr, got \('bogus',\)"),
+                           (("dr", "dr"), "names 'dr' more than once")):  # the check of --estimators, in Python too
+        with pytest.raises(ConfigError, match=rf"^evaluate: estimators {message}$"):
+            evaluate_log(folder, "lin-ucb", estimators=given)
     for given in ({"seed": 5}, {"first_event_id": 3}):  # the agent's own arguments (once a TypeError)
         with pytest.raises(ConfigError, match=r"evaluate: the candidate's hyperparameters must"):
             evaluate_log(folder, "lin-ucb", given)

@@ -180,6 +180,10 @@ def test_a_service_folder_gives_the_numbers_of_nlbandit_evaluate(log, experiment
     ({"candidate": "lin-ucbb"}, r"policies\[0\] \(eps\): field 'name' must be one of .*lin-ucb, .*got 'lin-ucbb'"),
     ({"candidate": "eps-greedy\"\nalpha = \"x"}, r"policies\[0\] \(eps\): unknown field 'alpha'"),
     ({"record_points": 101}, r"field 'record_points' = 101 is more than 100"),
+    ({"estimators": "ips snips"}, r"env: field 'estimators' = 'ips snips' leaves out 'dr', whose estimate the table"),
+    ({"estimators": "dr dr"}, r"env: field 'estimators' names 'dr' more than once"),
+    ({"estimators": "dr mse"}, r"env: field 'estimators' must be one or more of ips, snips, dr, got \['dr', 'mse'\]"),
+    ({"estimators": ""}, r"env: field 'estimators' must be one or more of ips, snips, dr, got \[\]"),
 ])
 def test_bad_logs_and_candidates_are_refused_naming_the_field(log, experiment_file, tmp_path, capsys, change,
                                                               message):
@@ -187,7 +191,8 @@ def test_bad_logs_and_candidates_are_refused_naming_the_field(log, experiment_fi
     (tmp_path / "paper").mkdir()
     (tmp_path / "paper" / "empty").mkdir()
     path = tmp_path / "paper" / "e.toml"
-    text = _service_file(folder, path, change.get("horizon", ROUNDS), f'agent = "{change.get("agent", "default")}"')
+    text = _service_file(folder, path, change.get("horizon", ROUNDS), f'agent = "{change.get("agent", "default")}"'
+                         + (f'\nestimators = "{change["estimators"]}"' if "estimators" in change else ""))
     if "folder" in change:
         text = text.replace(os.path.relpath(folder, path.parent), change["folder"])
     text = text.replace('name = "eps-greedy"', f'name = "{change.get("candidate", "eps-greedy")}"')
@@ -209,6 +214,31 @@ def test_a_deterministic_loggers_log_is_refused_to_ips_in_one_line(tmp_path, cap
     assert re.search(r"^error: Lin-UCB, seed 0, on the simulated log of greedy: ips and snips: on \d+ of the \d+ "
                      r"events the logged arm had probability 1 .* use 'dr' .*; the runs stored so far are kept$",
                      capsys.readouterr().err.strip().splitlines()[-1])
+
+
+def test_dr_alone_evaluates_a_deterministic_loggers_log(experiment_file, tmp_path):
+    """``estimators = "dr"`` computes DR alone: on the uniform logger's log its curves are, bit for bit, those of the
+    run of all three (one draw of resamples serves them all); on a greedy logger's log, which IPS and SNIPS refuse,
+    it runs, the report shows — for them, and a claim reading one is refused naming the field."""
+    def dr_only(text):
+        return text.replace('logger = { name = "uniform" }', 'logger = { name = "uniform" }\nestimators = "dr"')
+
+    _, (full,), _ = _run(experiment_file(SIMULATED, "all"), tmp_path / "all.duckdb")
+    _, (alone,), _ = _run(experiment_file(dr_only(SIMULATED), "dr"), tmp_path / "dr.duckdb")
+    assert sorted(alone.stored.curves) == ["dr", "dr_hi", "dr_lo", "regret", "truth"]
+    for metric in alone.stored.curves:
+        np.testing.assert_array_equal(alone.stored.curves[metric], full.stored.curves[metric], err_msg=metric)
+    greedy = dr_only(SIMULATED).replace('name = "uniform"', 'name = "greedy"').replace(f"horizon = {ROUNDS}",
+                                                                                       "horizon = 100")
+    exp, rows, _ = _run(experiment_file(greedy, "greedy"), tmp_path / "greedy.duckdb")
+    md, claims = write_report(exp, rows, tmp_path / "out", "test")
+    assert [text.split(" = ")[0] for text, _ in claims[0].values] == [  # dr-unbiased reads DR, evaluated
+        "halfwidth('Lin-UCB', 'dr')", "bias('Lin-UCB', 'dr')", "halfwidth('Lin-UCB', 'dr')"]
+    assert re.search(r"\| Lin-UCB \| .*\| — \| — \| \d\.\d{4} \| \d, —, — of 2 seeds \|", md.read_text())
+    for check in ("coverage('Lin-UCB', 'ips') >= 0.5", "halfwidth('Lin-UCB', 'snips') < 1"):
+        with pytest.raises(ConfigError, match=r"did not compute the estimator '(ips|snips)': its \[env\] table's "
+                                              "estimators leave it out"):
+            check_claims(replace(exp, claims=[Claim("x", "", check, "pass")]), rows)
 
 
 def test_a_simulated_log_needs_its_environment_and_a_logger_that_records_what_it_reads(experiment_file):

@@ -630,14 +630,12 @@ def _hyperparameters(items: list[str], where: str) -> dict:
 
 def _evaluate(args: argparse.Namespace) -> int:
     """``nlbandit evaluate``: off-policy estimates of a candidate from a service folder's journal."""
-    from nlbandit.service.evaluate import evaluate_log
+    from nlbandit.service.evaluate import check_estimators, evaluate_log
 
     try:
-        twice = sorted({e for e in args.estimators if args.estimators.count(e) > 1})
-        if twice:
-            raise ConfigError(f"evaluate: --estimators names {twice[0]!r} more than once")
+        estimators = check_estimators(args.estimators, "evaluate: --estimators")
         result = evaluate_log(args.folder, args.policy, _hyperparameters(args.set, "evaluate"), seed=args.seed,
-                              agent=args.agent, estimators=tuple(args.estimators))
+                              agent=args.agent, estimators=estimators)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -27,17 +27,21 @@ Logs (the ``[env]`` table's ``name``):
   The environment and the logger are fields, not registry names the run's code key sees, so that key covers every
   environment's and every policy family's modules.
 
-``resamples`` (default 1000) and ``level`` (0.95) set the bootstrap intervals.
+``resamples`` (default 1000) and ``level`` (0.95) set the bootstrap intervals, ``estimators`` (default ``"ips snips
+dr"``) which estimators are computed, their names separated by spaces as ``nlbandit evaluate --estimators`` takes
+them, DR among them: ``"dr"`` alone evaluates on the log of a logging policy that played some arm with probability 1
+(Lin-UCB, greedy), where IPS and SNIPS are refused as in ``nlbandit evaluate``.
 
-Stored curves, at the recorded events n (the estimates on the log's first n events): ``ips``, ``snips`` and ``dr``,
-the estimated value of the candidate per event, with ``<estimator>_lo`` and ``<estimator>_hi``, its bootstrap
-interval (computed at every recorded point, so ``record_points`` is at most :data:`MAX_POINTS`); ``truth``
-(simulated logs only); and ``regret``, n × the DR estimate: the candidate's estimated cumulative reward over the n
-events, which the report's table and plot and the claims' ``regret()`` and ``paired()`` read (as the replay loop's
-cumulative clicks: without the best arm's value no regret can be estimated). No arms are stored. The report adds
-each estimator's value and interval and the truth, and claims may call ``bias``, ``coverage`` and ``halfwidth``
-(:mod:`nlbandit.loops.evaluate_report`). A batch is computed in one piece, seed after seed (a simulated log is
-written once per batch and seed), without checkpoints; compilation is counted in its run time.
+Stored curves, at the recorded events n (the estimates on the log's first n events): ``ips``, ``snips`` and ``dr``
+(those of ``estimators``), the estimated value of the candidate per event, with ``<estimator>_lo`` and
+``<estimator>_hi``, its bootstrap interval (computed at every recorded point, so ``record_points`` is at most
+:data:`MAX_POINTS`); ``truth`` (simulated logs only); and ``regret``, n × the DR estimate: the candidate's estimated
+cumulative reward over the n events, which the report's table and plot and the claims' ``regret()`` and ``paired()``
+read (as the replay loop's cumulative clicks: without the best arm's value no regret can be estimated). No arms are
+stored. The report adds each estimator's value and interval and the truth, and claims may call ``bias``,
+``coverage`` and ``halfwidth`` (:mod:`nlbandit.loops.evaluate_report`). A batch is computed in one piece, seed after
+seed (a simulated log is written once per batch and seed), without checkpoints; compilation is counted in its run
+time.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ from nlbandit.policies.registry import (POLICIES, build_policy, check_policy_env
                                         split_policy_config)
 from nlbandit.replay.estimators import ESTIMATORS, Unsupported, estimates
 from nlbandit.service.app import RequestError, agent_config
-from nlbandit.service.evaluate import (agent_folder, estimable_events, log_digest, read_log, replay_log)
+from nlbandit.service.evaluate import (agent_folder, check_estimators, estimable_events, log_digest, read_log,
+                                       replay_log)
 from nlbandit.service.fleet import DEFAULT, Fleet
 
 SOURCES = ("service", "simulated")
@@ -73,6 +78,9 @@ SOURCES = ("service", "simulated")
 MAX_POINTS = 100
 """The most recorded points: each holds a bootstrap interval per estimator."""
 _ESTIMATION = (
+    Hyper("estimators", " ".join(ESTIMATORS), "the estimators computed, their names separated by spaces, 'dr' among "
+          "them (the table's mean reads it): 'dr' alone for a log whose logging policy played some arm with "
+          "probability 1, on which IPS and SNIPS are refused", kind=str),
     Hyper("resamples", 1000, "bootstrap resamples of each interval", kind=int, low=1),
     Hyper("level", 0.95, "level of the bootstrap intervals", low=0.0, high=1.0, low_open=True, high_open=True),
     Hyper("d", None, "feature dimension (derived)", kind=int, optional=True, low=1),
@@ -185,15 +193,18 @@ class EvaluateLoop(Loop, NamesPaths):
 
     def report_cells(self, run, curves):
         """Means over seeds at the last event: each estimator's value [interval], the truth; and the seeds whose
-        interval holds the truth (— for a service's log, whose truth is unknown)."""
+        interval holds the truth (— for a service's log, whose truth is unknown, and for an estimator the file's
+        ``estimators`` leave out)."""
         final = {m: c[:, -1] for m, c in curves.items()}
+        shown = ("dr", "ips", "snips")
         cells = [f"{final[e].mean():.4f} [{final[e + '_lo'].mean():.4f}, {final[e + '_hi'].mean():.4f}]"
-                 for e in ("dr", "ips", "snips")]
+                 if e in final else "—" for e in shown]
         if "truth" not in final:
             return (*cells, "—", "—")
         truth = final["truth"]
-        held = [int(np.sum((final[e + "_lo"] <= truth) & (truth <= final[e + "_hi"]))) for e in ("dr", "ips", "snips")]
-        return (*cells, f"{truth.mean():.4f}", f"{', '.join(map(str, held))} of {truth.size} seeds")
+        held = [str(int(np.sum((final[e + "_lo"] <= truth) & (truth <= final[e + "_hi"])))) if e in final else "—"
+                for e in shown]
+        return (*cells, f"{truth.mean():.4f}", f"{', '.join(held)} of {truth.size} seeds")
 
     def report_notes(self):
         """What the table shows."""
@@ -227,6 +238,7 @@ def _service_env(env: dict[str, Any], horizon: int, where: str) -> dict[str, Any
         if values[field] is not None and values[field] != value:
             raise ConfigError(f"{where}: field '{field}' = {values[field]!r} does not match the log ({value!r}); "
                               "omit it")
+    values["estimators"] = _estimators(values["estimators"], where)
     if derived["events"] < horizon:
         raise ConfigError(f"{where}: the log of {folder} holds {derived['events']} rewarded decisions with a logged "
                           f"probability, fewer than the horizon {horizon} (the events evaluated); set the horizon to "
@@ -252,6 +264,7 @@ def _simulated_env(env: dict[str, Any], horizon: int, where: str) -> dict[str, A
                               f"{'environment' if field == 'environment' else 'policy'} with its hyperparameters, e.g. "
                               f"{field} = {example}; got {table!r}")
         tables[field] = table
+    values["estimators"] = _estimators(values["estimators"], where)
     environment = resolve_env(tables["environment"], f"{where}: environment")
     spec = make_env(**environment).spec
     logger = tables["logger"]
@@ -263,6 +276,17 @@ def _simulated_env(env: dict[str, Any], horizon: int, where: str) -> dict[str, A
             raise ConfigError(f"{where}: field '{field}' = {values[field]!r} does not match the environment "
                               f"({found[field]!r}); omit it")
     return {**found, "logger": _check_recorded(logger, found, horizon, f"{where}: logger")}
+
+
+def _estimators(given: str, where: str) -> str:
+    """The ``estimators`` field checked as ``nlbandit evaluate --estimators`` is
+    (:func:`~nlbandit.service.evaluate.check_estimators`), with DR among them, in :data:`ESTIMATORS`' order."""
+    field = f"{where}: field 'estimators'"
+    names = check_estimators(given.split(), field)
+    if "dr" not in names:
+        raise ConfigError(f"{field} = {given!r} leaves out 'dr', whose estimate the table's mean and plot read "
+                          "(n × the DR estimate): add it")
+    return " ".join(name for name in ESTIMATORS if name in names)
 
 
 def _check_recorded(config: dict[str, Any], env: dict[str, Any], horizon: int, where: str) -> dict[str, Any]:
@@ -349,14 +373,16 @@ def _estimates(run: Any, log: _Log, seed: int, points: np.ndarray) -> dict[str, 
         raise ConfigError(f"the log of {log.folder} holds {len(found.events)} rewarded decisions with a logged "
                           f"probability ({found.skipped} without one), fewer than the horizon {run.horizon}")
     curves: dict[str, np.ndarray] = {}
+    names = tuple(run.env["estimators"].split())
     try:
-        at = [estimates(ESTIMATORS, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
+        at = [estimates(names, found.arms[:n], found.rewards[:n], found.propensities[:n], found.target[:n],
                         found.q_hat[:n], resamples=run.env["resamples"], level=run.env["level"]) for n in points]
     except Unsupported as e:  # (a logging policy that plays some arm with probability 1: the file's choice)
         where = f"the simulated log of {run.env['logger']['name']}" if log.means is not None else \
             f"the log of {log.folder}"
-        raise ConfigError(f"{run.label}, seed {seed}, on {where}: {e}") from None
-    for name in ESTIMATORS:
+        raise ConfigError(f"{run.label}, seed {seed}, on {where}: {e}; for DR alone: estimators = \"dr\" in the "
+                          "[env] table") from None
+    for name in names:
         for part, field in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
             curves[name + part] = np.array([getattr(e[name], field) for e in at])
     curves["regret"] = points * curves["dr"]

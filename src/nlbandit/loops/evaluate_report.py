@@ -8,8 +8,8 @@ the loop's module, so in no run's code hash.
 * ``halfwidth(label, estimator)``: the mean half-width of the bootstrap interval, a margin a claim can compare the
   bias with (``-halfwidth('A', 'dr') < bias('A', 'dr') < halfwidth('A', 'dr')``).
 
-``estimator`` is ``'ips'``, ``'snips'`` or ``'dr'``; ``bias`` and ``coverage`` need a simulated log (a service's
-has no truth).
+``estimator`` is ``'ips'``, ``'snips'`` or ``'dr'``, one the run computed (its ``[env]`` table's ``estimators``);
+``bias`` and ``coverage`` need a simulated log (a service's has no truth).
 """
 
 from __future__ import annotations
@@ -27,10 +27,15 @@ Final = Callable[[str], np.ndarray]
 """``final(metric)``: a run's per-seed values of one of its curves at the last recorded event."""
 
 
-def _estimator(name: object) -> str:
-    """``name`` if it is an estimator's name; a ConfigError listing them otherwise."""
+def _estimator(final: Final, name: object) -> str:
+    """``name`` if it is the name of an estimator the run computed; a ConfigError saying why not otherwise."""
     if name not in ESTIMATORS:
         raise ConfigError(f"the estimator must be one of {', '.join(repr(e) for e in ESTIMATORS)}, got {name!r}")
+    try:
+        final(str(name))
+    except KeyError:
+        raise ConfigError(f"the run did not compute the estimator {name!r}: its [env] table's estimators leave it "
+                          "out") from None
     return str(name)
 
 
@@ -45,18 +50,18 @@ def _truth(final: Final) -> np.ndarray:
 
 def bias(final: Final, estimator: str) -> Interval:
     """The per-seed error estimate − truth of ``estimator``: its mean with a 95% Student-t interval over seeds."""
-    return paired_interval(final(_estimator(estimator)) - _truth(final))
+    return paired_interval(final(_estimator(final, estimator)) - _truth(final))
 
 
 def coverage(final: Final, estimator: str) -> float:
     """The fraction of seeds whose bootstrap interval of ``estimator`` holds the truth."""
-    name, truth = _estimator(estimator), _truth(final)
+    name, truth = _estimator(final, estimator), _truth(final)
     return float(np.mean((final(name + "_lo") <= truth) & (truth <= final(name + "_hi"))))
 
 
 def halfwidth(final: Final, estimator: str) -> float:
     """The mean half-width over seeds of the bootstrap interval of ``estimator``."""
-    name = _estimator(estimator)
+    name = _estimator(final, estimator)
     return float(np.mean(final(name + "_hi") - final(name + "_lo")) / 2)
 
 

@@ -79,7 +79,7 @@ class PolicyEntry:
     @property
     def params_type(self) -> type:
         """The policy's params record (:mod:`nlbandit.core.params`): one field per traced hyperparameter, in
-        declaration order; e.g. ``LinUcbParams(lam, alpha, sigma, delta, s)`` for ``lin-ucb``."""
+        declaration order; e.g. ``LinUcbParams(lam, sigma, delta, s, alpha)`` for ``lin-ucb``."""
         static = set(self.static_names()) | set(self.boundary)
         title = "".join(part.capitalize() for part in self.name.replace("@", "-").split("-"))
         return params_record(f"{title}Params", tuple(h.name for h in self.hypers if h.name not in static))

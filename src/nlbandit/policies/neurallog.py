@@ -406,7 +406,8 @@ def _entry(rule: Rule, doc: str) -> PolicyEntry:
 
     hypers = tuple(replace(h, default=rule.score_scale) if h.name == "score_scale" else h for h in _OWN) + _SHARED
     entry = PolicyEntry(rule.name, make, hypers, doc, check=_check,
-                        finalize=lambda values: _finalize(rule, entry, values), test_hypers=lambda spec: CONTRACT_NETWORK)
+                        finalize=lambda values: _finalize(rule, entry, values),
+                        test_hypers=lambda spec: CONTRACT_NETWORK)
     return entry
 
 

@@ -198,15 +198,28 @@ def evaluate_log(folder: str | Path, policy: str, hyperparameters: dict[str, Any
       ConfigError: a folder without a service, an invalid candidate, an unknown estimator, or a journal
         without a rewarded decision that has a logged probability.
     """
-    unknown = [e for e in estimators if e not in ESTIMATORS]
-    if unknown or not estimators:
-        raise ConfigError(f"evaluate: estimators must be among {', '.join(ESTIMATORS)}, got {list(estimators)}")
+    estimators = check_estimators(estimators, "evaluate: estimators")
     r = replay_log(folder, policy, hyperparameters, seed=seed, agent=agent, estimate_draws=estimate_draws,
                    ridge=ridge)
     by_name = estimates(estimators, r.arms, r.rewards, r.propensities, r.target, r.q_hat, resamples=resamples,
                         level=level)
     return Evaluation([by_name[name] for name in estimators], len(r.events), r.skipped, float(r.rewards.mean()),
                       r.target)
+
+
+def check_estimators(names: Any, field: str) -> tuple[str, ...]:
+    """``names`` as the estimators to compute: a non-empty sequence of names among
+    :data:`~nlbandit.replay.estimators.ESTIMATORS`, none twice (``nlbandit evaluate --estimators``,
+    :func:`evaluate_log` and the ``estimators`` field of ``loop = "evaluate"`` all check them here); a ConfigError
+    naming ``field`` otherwise."""
+    given = names
+    names = [names] if isinstance(names, str) else list(names) if isinstance(names, (list, tuple)) else None
+    if not names or any(name not in ESTIMATORS for name in names):
+        raise ConfigError(f"{field} must be one or more of {', '.join(ESTIMATORS)}, got {given!r}")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{field} names {twice[0]!r} more than once")
+    return tuple(names)
 
 
 def _probabilities(record: dict[str, Any]) -> list[float | None]:
