@@ -150,6 +150,52 @@ def test_a_failed_journal_write_stops_the_service(client, service, monkeypatch):
     assert client.get("/health").json()["status"].startswith("failed: ")
 
 
+def test_no_snapshot_keeps_a_request_the_journal_refused(tmp_path, monkeypatch):
+    """A request waits for its record to reach the disk while the next one's append fails (503): the snapshot due
+    when the first becomes durable is not taken, since the agent holds the refused decision. A restart recovers the
+    journal's state without it, and numbers the next decision 3, which a later restart recovers (a snapshot that
+    kept the refused decision once made it 4, and a rebuild from the journal then failed: 'event 4 was never
+    issued')."""
+    import asyncio
+
+    from nlbandit.service.app import RequestError
+
+    folder = tmp_path / "s"
+    service = Service.open(folder, agent_config("lin-ucb", 3, 4, None, seed=0), snapshot_every=2)
+    contexts = {"contexts": [[0.1, 0.2, 0.3], [0.3, 0.2, 0.1], [0.0, 0.5, 0.0], [0.2, 0.2, 0.2]]}
+
+    async def refused_while_one_waits():
+        service.decide(contexts)
+        await service.durable()
+        service.decide(contexts)
+        waiting = asyncio.ensure_future(service.durable())
+        append = service.journal.append
+        monkeypatch.setattr(service.journal, "append", lambda record: (_ for _ in ()).throw(OSError(28, "full")))
+        with pytest.raises(RequestError) as refused:
+            service.decide(contexts)
+        assert refused.value.status == 503
+        monkeypatch.setattr(service.journal, "append", append)
+        await waiting
+
+    asyncio.run(refused_while_one_waits())
+    service.close()
+    assert not (folder / "snapshot.npz").exists()
+    reopened = Service.open(folder)
+    assert reopened.agent.rounds == 2 and reopened.agent.pending == [1, 2]
+
+    async def more():
+        event = reopened.decide(contexts)["event_id"]
+        reopened.reward({"event_id": event, "value": 1.0})
+        await reopened.durable()
+        return event
+
+    assert asyncio.run(more()) == 3
+    reopened.close()
+    rebuilt = Service.open(folder)  # from the journal alone (no snapshot was taken)
+    assert (rebuilt.agent.rounds, rebuilt.agent.rewarded) == (3, 1)
+    rebuilt.close()
+
+
 def _journal(path, n=3):
     journal, _ = Journal.open(path, OWNER)
     for i in range(n):
@@ -812,6 +858,47 @@ def test_a_network_trains_in_the_background_and_its_journal_replays_exactly(tmp_
     assert (reopened.agent.rounds, reopened.agent.rewarded) == (16, 16)
     for a, b in zip(jax.tree.leaves(service.agent.state), jax.tree.leaves(reopened.agent.state), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+    reopened.close()
+
+
+def test_a_training_step_finishing_inside_a_decision_is_journalled_with_the_state_it_used(tmp_path, monkeypatch):
+    """The training thread's step can finish after the service learns of a decision and before the agent reads its
+    state: the journal records the count of rewards of the state the decision used (Agent.decided_with), not the
+    count before it, so a restart replays every arm (the step is forced into that window here; it once journalled
+    v one behind the state and the restart was refused: 'the replayed decision chose arm(s) ...')."""
+    import asyncio
+
+    import nlbandit.agent as agent_module
+
+    service = Service.open(tmp_path / "s", agent_config("lin-phe", 2, 2, 100, seed=0), snapshot_every=10**6)
+    assert service.background
+    gate, pending, check_round = threading.Event(), [], agent_module.Agent._check_round
+
+    def interleaved(self, *args, **kwargs):  # inside decide, before the agent reads its state
+        if pending:
+            gate.set()
+            pending.pop().result()
+            gate.clear()
+        return check_round(self, *args, **kwargs)
+
+    monkeypatch.setattr(agent_module.Agent, "_check_round", interleaved)
+    contexts = [[1.0, 0.0], [0.0, 1.0]]
+
+    async def serve():
+        for _ in range(20):
+            decision = service.decide({"contexts": contexts})
+            service.reward({"event_id": decision["event_id"], "value": -100.0})
+            await service.durable()
+            pending.append(service._trainer.submit(lambda: (gate.wait(), service.agent.learn())))
+
+    asyncio.run(serve())
+    gate.set()
+    service.close()
+    journal = read_journal(service.folder / "journal.log", service.folder_id)
+    versions = [r["v"] for r in journal.records if r["op"] == "decide"]
+    assert versions[:4] == [0, 1, 2, 3]  # each decision's state held every reward before it: the steps finished
+    reopened = Service.open(tmp_path / "s")  # replays all 20 arms
+    assert (reopened.agent.rounds, reopened.agent.rewarded) == (20, 20)
     reopened.close()
 
 

@@ -291,6 +291,7 @@ class Agent:
         self._owed: list[tuple] = []  # checked rewards not yet learnt: (contexts, arm, reward, bound, t)
         self._learnt_upto = 0  # the round number of the reward learnt last
         self._learnt = 0  # rewards learnt into the state
+        self._decided_with = 0  # rewards learnt into the state the last decision used (decided_with)
         self._lock = threading.RLock()  # serialises learning (a service may learn in a thread of its own)
         self._calls = threading.RLock()  # serialises the calls (_serialised); taken before _lock, never after
         self._host_ok = True  # whether the host round's state is finite (checked after each update)
@@ -409,13 +410,22 @@ class Agent:
     def state(self) -> Any:
         """A host copy of the policy's current state (a pytree of NumPy arrays, the agent's own arrays
         untouched by changes to it)."""
-        self._learn()
-        return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
+        with self._lock:  # (a decision that learns donates the state it replaces, under this lock)
+            self._learn_locked(False, None)
+            state = self._state
+        return jax.device_get(state) if self._host is None else jax.tree.map(np.array, state)
 
     @property
     def learnt(self) -> int:
         """Rewards learnt into the state so far (``rewarded`` counts those accepted, learnt or still owed)."""
         return self._learnt
+
+    @property
+    def decided_with(self) -> int:
+        """Rewards learnt into the state the last decision (or batch) used: with ``learn=False`` and a training
+        thread, :attr:`learnt` may have moved on by the time the call returns, this has not (a service journals
+        it with the decision, so that a replay learns exactly those first)."""
+        return self._decided_with
 
     def learn(self, upto: int | None = None) -> int:
         """Learn the rewards given so far (or the first of them until :attr:`learnt` is ``upto``) now, and wait
@@ -425,8 +435,14 @@ class Agent:
         swapped in whole when its update is done, and calls are serialised by a lock."""
         before = self._learnt
         self._learn(upto=upto)
-        jax.block_until_ready(self._state)
-        return self._learnt - before
+        while True:  # (a decision that learns, in another thread, may donate this state meanwhile: its successor)
+            state = self._current()[0]
+            try:
+                jax.block_until_ready(state)
+                return self._learnt - before
+            except jax.errors.JaxRuntimeError:
+                if not any(leaf.is_deleted() for leaf in jax.tree.leaves(state) if isinstance(leaf, jax.Array)):
+                    raise
 
     def _learn(self, keep_last: bool = False, upto: int | None = None) -> tuple | None:
         """Learn the rewards given since the last decision, in the order given (until :attr:`learnt` is
@@ -454,6 +470,13 @@ class Agent:
             self._host_ok = _finite(leaves, self._checked)
             self._checked = leaves if self._host_ok else []  # (a non-finite array carried over stays unchecked)
         return last
+
+    def _current(self) -> tuple[Any, int]:
+        """The state and the number of rewards learnt into it, read together: a training thread
+        (:meth:`learn`) swaps the state whole and then counts it, so a decision that reads both once uses one
+        state throughout and knows which."""
+        with self._lock:
+            return self._state, self._learnt
 
     def _check_health(self, ok: bool) -> None:
         """Refuse to decide with a state that is no longer finite (:class:`PolicyDiverged`)."""
@@ -508,7 +531,8 @@ class Agent:
                 self._state = self._host_state(self._programs.prepare(self._params, self._state,
                                                                       self._keys.policy_init, x, m))
 
-    def _probability(self, p: float, x: np.ndarray, m: np.ndarray, t: int, arm: int) -> tuple[float, str]:
+    def _probability(self, p: float, x: np.ndarray, m: np.ndarray, t: int, arm: int,
+                     state: Any) -> tuple[float, str]:
         if not math.isnan(p):
             return p, "exact"
         if not self.estimate_draws:
@@ -518,7 +542,7 @@ class Agent:
         if resample and self._resample is None:
             return math.nan, (f"none: {self.policy.meta.name} draws its exploration while learning and has no "
                               "redraw of it")
-        counts = np.asarray(self._programs.redraw(self._params, self._state, self._estimate_key, x, m, t, resample))
+        counts = np.asarray(self._programs.redraw(self._params, state, self._estimate_key, x, m, t, resample))
         q = counts[arm] / self.estimate_draws
         se = math.sqrt(q * (1 - q) / self.estimate_draws)
         return float(q), f"estimate: {self.estimate_draws} redraws, se {se:.2g}"
@@ -530,33 +554,36 @@ class Agent:
         return bool(self.estimate_draws) and self._host.estimate is not None and (
             self._rewarded > 0 or not self._draws_in_update)
 
-    def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None) -> tuple[int, float, float, float]:
-        """(arm, score, bonus, probability) of round ``t`` by the jitted policy, after learning ``learn`` (the
-        last owed reward, or None) in the same dispatch."""
+    def _jit_act(self, x: np.ndarray, m: np.ndarray, t: int, learn: tuple | None,
+                 state: Any) -> tuple[int, float, float, float]:
+        """(arm, score, bonus, probability) of round ``t`` by the jitted policy on ``state``, after learning
+        ``learn`` (the last owed reward, or None) in the same dispatch (which replaces, and donates, the agent's
+        state: the caller holds the lock)."""
         if learn is None:
-            out = self._programs.act(self._params, self._state, self._keys.policy_act, x, m, t)
+            out = self._programs.act(self._params, state, self._keys.policy_act, x, m, t)
         else:
-            self._state, out = self._programs.update_act(self._params, self._state, (self._keys.policy_update,
+            self._state, out = self._programs.update_act(self._params, state, (self._keys.policy_update,
                                                          self._keys.policy_act), learn, x, m, t)
             self._learnt_upto, self._learnt = learn[-1], self._learnt + 1
         arm, score, bonus, p, ok = np.asarray(out).tolist()
         self._check_health(ok)
         return int(arm), score, bonus, p
 
-    def _host_act(self, x: np.ndarray, m: np.ndarray, t: int) -> tuple[int, float, float, float, str | None]:
+    def _host_act(self, x: np.ndarray, m: np.ndarray, t: int,
+                  state: Any) -> tuple[int, float, float, float, str | None]:
         """(arm, score, bonus, probability, how it was estimated: None if it was not) of round ``t`` by the host
-        round."""
+        round on ``state``."""
         self._check_health(self._host_ok)
         draws = None if self._act_draws is None else self._act_draws(t)
         mask = None if m is self._all_arms else m
         if self._estimates():
             pairs = max(self.estimate_draws // 2, 1)
-            arm, score, bonus, p, se = self._host.estimate(self._host_params, self._state, draws, x, mask, t,
+            arm, score, bonus, p, se = self._host.estimate(self._host_params, state, draws, x, mask, t,
                                                            standard_normals(self.seed, _ESTIMATE_STREAM, t,
                                                                             self.spec.d, pairs))
             how = None if se is None else f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
             return arm, float(score), float(bonus), float(p), how
-        arm, score, bonus, p = self._host.act(self._host_params, self._state, draws, x, mask, t)
+        arm, score, bonus, p = self._host.act(self._host_params, state, draws, x, mask, t)
         return arm, float(score), float(bonus), float(p), None
 
     @_serialised
@@ -568,13 +595,16 @@ class Agent:
         self._room(1, "decide")
         self._prepare(x, m)
         t = self._t + 1
-        learn = self._learn(keep_last=True) if learn else None
-        if self._host is None:
-            (arm, score, bonus, p), how = self._jit_act(x, m, t, learn), None
-        else:
-            arm, score, bonus, p, how = self._host_act(x, m, t)
-        p, method = (p, how) if how is not None else self._probability(p, x, m, t, arm)
-        self._t = t
+        with self._lock if learn else contextlib.nullcontext():  # (learning: update_act donates the state)
+            owed = self._learn_locked(True, None) if learn else None
+            state, used = self._current()
+            if self._host is None:
+                (arm, score, bonus, p), how = self._jit_act(x, m, t, owed, state), None
+                state, used = (state, used) if owed is None else (self._state, self._learnt)
+            else:
+                arm, score, bonus, p, how = self._host_act(x, m, t, state)
+            p, method = (p, how) if how is not None else self._probability(p, x, m, t, arm, state)
+        self._t, self._decided_with = t, used
         self._pending[t + self._base] = (x, arm)
         return Decision(t + self._base, arm, p, method + self._anytime, score, bonus)
 
@@ -594,21 +624,22 @@ class Agent:
         self._prepare(*rounds[0])
         if learn:
             self._learn()
+        state, used = self._current()
         xs, mss = np.stack([r[0] for r in rounds]), np.stack([r[1] for r in rounds])
         ts = np.arange(self._t + 1, self._t + 1 + len(rounds))
         if self._host is not None:
-            rows = [self._host_act(xi, mi, t) for xi, mi, t in zip(xs, mss, ts.tolist())]
+            rows = [self._host_act(xi, mi, t, state) for xi, mi, t in zip(xs, mss, ts.tolist())]
         else:  # one vmapped program: its scores may differ from B decides' in the last bits (service replays
             # a batch as a batch, so its recovery sees the same numbers)
-            rows = np.asarray(self._programs.act_batch(self._params, self._state, self._keys.policy_act, xs, mss,
+            rows = np.asarray(self._programs.act_batch(self._params, state, self._keys.policy_act, xs, mss,
                                                        ts)).tolist()
             self._check_health(all(row[4] for row in rows))
             rows = [(*row[:4], None) for row in rows]
         out = []
         for i, (t, (arm, score, bonus, p, how)) in enumerate(zip(ts.tolist(), rows)):
-            p, method = (p, how) if how is not None else self._probability(p, xs[i], mss[i], t, int(arm))
+            p, method = (p, how) if how is not None else self._probability(p, xs[i], mss[i], t, int(arm), state)
             out.append(Decision(t + self._base, int(arm), p, method + self._anytime, score, bonus))
-        self._t = int(ts[-1])
+        self._t, self._decided_with = int(ts[-1]), used
         self._pending.update({d.event_id: (xs[i], d.arm) for i, d in enumerate(out)})
         return out
 

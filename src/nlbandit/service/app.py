@@ -230,10 +230,10 @@ class Service:
         contexts, mask = _array(body, "contexts", 2), _optional_mask(body, "mask", 1)
         _known_fields(body, ("contexts", "mask"))
         self._check_ids(1)
-        version = self._version()
+        rounds = self.agent.rounds
         decision = self._agent_call(functools.partial(self.agent.decide, learn=not self.background), contexts, mask)
         self._record({"op": "decide", "x": encode_array(contexts), "m": None if mask is None else encode_array(mask),
-                      "arm": decision.arm, "p": _finite_or_none(decision.probability), "v": version})
+                      "arm": decision.arm, "p": _finite_or_none(decision.probability), "v": self._version(rounds)})
         self.counts["decide"] += 1
         self.activity.decided([decision.arm])
         return _decision_json(decision)
@@ -245,10 +245,10 @@ class Service:
         if len(contexts) > MAX_BATCH:
             raise RequestError(413, f"a batch of {len(contexts)} decisions; at most {MAX_BATCH} per request")
         self._check_ids(len(contexts))
-        version = self._version()
+        rounds = self.agent.rounds
         decisions = self._agent_call(functools.partial(self.agent.decide_batch, learn=not self.background),
                                      contexts, masks)
-        self._record({"op": "decide_batch", "x": encode_array(contexts), "v": version,
+        self._record({"op": "decide_batch", "x": encode_array(contexts), "v": self._version(rounds),
                       "m": None if masks is None else encode_array(masks), "arms": [d.arm for d in decisions],
                       "p": [_finite_or_none(d.probability) for d in decisions]})
         self.counts["decide"] += len(decisions)
@@ -291,15 +291,17 @@ class Service:
             raise RequestError(409, f"{n} more decision(s) would number past this agent's block of event ids "
                                     f"({first}..{last}; issued up to {issued}): create another agent to go on")
 
-    def _version(self) -> int | None:
-        """In the background mode, the number of rewards in the state the next decision uses (journalled with
-        it, so that a replay learns exactly those first), and the staleness of the rewards it uses for the first
-        time (decisions since each arrived); None otherwise."""
+    def _version(self, rounds: int) -> int | None:
+        """In the background mode, the number of rewards in the state the decision just made used
+        (:attr:`~nlbandit.agent.Agent.decided_with`, read with that state: the training thread may have learnt
+        more since), journalled with it so that a replay learns exactly those first; and the staleness of the
+        rewards it used for the first time (decisions since each arrived, ``rounds`` made before it). None
+        otherwise."""
         if not self.background:
             return None
-        version = self.agent.learnt
+        version = self.agent.decided_with
         while self._used < version and self._arrivals:
-            self.staleness.append(self.agent.rounds - self._arrivals.popleft())
+            self.staleness.append(rounds - self._arrivals.popleft())
             self._used += 1
         return version
 
@@ -348,7 +350,11 @@ class Service:
     def snapshot(self) -> bool:
         """Save the agent with the number of journal records it includes (after syncing those records) and the
         folder's id; return whether it was saved. A failure is kept in :attr:`snapshot_error` (shown by
-        ``/health``) and tried again at the next due record; a failing journal sync stops the service."""
+        ``/health``) and tried again at the next due record; a failing journal sync stops the service. None is
+        taken once the service has failed: its agent may hold a request the journal refused, which the snapshot
+        would keep (and a restart must recover without it)."""
+        if self.failed:
+            return False
         try:
             self.journal.sync()
         except OSError as e:
