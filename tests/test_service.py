@@ -213,11 +213,16 @@ TORN = {  # what a crash in the middle of an append leaves after the complete re
     "header cut short": lambda: _frame(b'{"op":"reward","i":3}')[:7],
     "payload cut short": lambda: _frame(b'{"op":"reward","i":3}')[:20],
     "payload not yet written": lambda: _frame(b'{"op":"reward","i":3}')[:12] + b"\x00" * 21,
+    # an operating system that stopped before writing back appends it had extended the file for (group commit:
+    # several records unsynced): NUL blocks where frames should be, written frames among them
+    "frames not yet written": lambda: b"\x00" * 72,
+    "payloads not yet written, headers written": lambda: 2 * (_frame(b'{"op":"reward","i":3}')[:12] + b"\x00" * 21),
+    "a frame not yet written before one written": lambda: b"\x00" * 33 + _frame(b'{"op":"reward","i":4}'),
 }
 
 
 @pytest.mark.parametrize("torn", TORN)
-def test_journal_cuts_off_a_torn_final_record_and_says_so(tmp_path, torn):
+def test_journal_cuts_off_a_torn_tail_and_says_so(tmp_path, torn):
     path = tmp_path / "j.log"
     good = _journal(path)
     path.write_bytes(good + TORN[torn]())
@@ -233,6 +238,9 @@ DAMAGE = {  # (what is done to a good journal of 3 records, the message)
     "a flipped length byte": (lambda b: b[:HEADER] + bytes([b[HEADER] ^ 4]) + b[HEADER + 1:],
                               "frame header that fails its checksum"),
     "a flipped byte in the last record": (lambda b: b[:-3] + bytes([b[-3] ^ 1]) + b[-2:], "fails its checksum"),
+    "a flipped header byte before NUL bytes": (lambda b: b + bytes([1]) + b"\x00" * 40,
+                                               "frame header that fails its checksum"),
+    "a payload byte turned NUL before other records": (lambda b: b[:70] + b"\x00" + b[71:], "fails its checksum"),
     "garbage": (lambda b: bytes(range(256)) * 4, "not an nlbandit journal"),
     "another folder's journal": (lambda b: b.replace(OWNER.encode(), b"f" * 32), "another state folder"),
 }

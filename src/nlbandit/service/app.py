@@ -22,9 +22,9 @@ Agent folder (``DIR/agents/<name>/`` of a service's state folder, held by one pr
   old ones can be deleted to reclaim space where the log is not to be evaluated whole.
 
 Start-up checks the whole journal and the snapshot before it changes anything: damage to the journal other
-than a torn final record, a snapshot that covers more records than the journal holds, or files of another
-folder stop it with a message, the files left as they were; a torn final record (a write the crash cut
-short, never acknowledged) is cut off, and said so (:attr:`Service.recovered`). It then loads the snapshot
+than a torn tail, a snapshot that covers more records than the journal holds, or files of another
+folder stop it with a message, the files left as they were; a torn tail (writes the crash cut short or never
+wrote back, never acknowledged) is cut off, and said so (:attr:`Service.recovered`). It then loads the snapshot
 and replays the later records through the agent: the journal's, and the segments' where the snapshot is older
 than the journal's first record or was moved away (damaged). The agent is
 deterministic given its calls, so the replay rebuilds the state the service had; a replayed decision
@@ -222,7 +222,7 @@ class Service:
                      f"records, {start} of them in the snapshot, {base} in {len(kept)} compacted segments"
                      + (f", {len(earlier)} replayed from them)" if earlier else ")"))
         if contents.torn:
-            recovered += f"; cut off the journal's torn final record, never acknowledged: {contents.torn}"
+            recovered += f"; cut off the journal's torn tail, never acknowledged: {contents.torn}"
         return cls(folder, config, agent, journal, snapshot_every, lock, folder_id, recovered, trainer)
 
     def decide(self, body: Any) -> dict[str, Any]:

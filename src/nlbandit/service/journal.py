@@ -9,12 +9,16 @@ returns once ``fdatasync`` has covered it; the service replies only after that, 
 accepted is on disk. Concurrent requests share one sync (group commit): a sync started while others wait
 covers every record written before it started.
 
-Reading (:func:`read_journal`) tells a torn final record from damage:
+Reading (:func:`read_journal`) tells a torn tail from damage:
 
-* a **torn final record** is what a crash in the middle of an append leaves, a write that was never synced,
-  so never acknowledged: a frame header cut short at the end of the file, a payload that runs past the end
-  of the file, or a final payload holding NUL bytes (a file extended but not yet written; JSON text has
-  none). :meth:`Journal.open` cuts it off and says so (:attr:`JournalContents.torn`);
+* a **torn tail** is what a crash in the middle of appends leaves, writes that were never synced, so never
+  acknowledged: a frame header cut short at the end of the file, a payload that runs past the end of the file,
+  or a frame whose header is all NUL bytes or whose payload holds some (a file extended but not yet written,
+  as an operating system that stops before writing back leaves it; JSON text has none: before the final
+  payload, NUL bytes at its start or end, a block's edge, :func:`_never_written`). Group commit may leave
+  several records unsynced, so everything from the first unwritten frame on is the tail, whatever follows it
+  (a sync covers every write before it: had a later record been acknowledged, this one would have been
+  written). :meth:`Journal.open` cuts it off and says so (:attr:`JournalContents.torn`);
 * anything else that does not read back is **damage** (a frame header or a payload failing its checksum, a
   record that is not JSON, a file that is not a journal of this format or of this folder), and
   :class:`JournalDamaged` refuses it before anything is written: the file is left as it was, for the
@@ -44,7 +48,7 @@ _FRAME = struct.Struct("<III")
 
 
 class JournalDamaged(ConfigError):
-    """A journal that does not read back beyond a torn final record (module docstring)."""
+    """A journal that does not read back beyond a torn tail (module docstring)."""
 
 
 class JournalContents(NamedTuple):
@@ -53,7 +57,7 @@ class JournalContents(NamedTuple):
     Attributes:
       records: the complete records, in order.
       end: the byte length they span (with the header line).
-      torn: a description of the torn final record after ``end`` (None if the file ends at ``end``).
+      torn: a description of the torn tail after ``end`` (None if the file ends at ``end``).
       base: the number of records before the first (0 for a journal never compacted; None for no file).
     """
 
@@ -107,6 +111,8 @@ def read_journal(path: Path, owner: str) -> JournalContents:
                                    base)
         length, crc, header_crc = _FRAME.unpack_from(data, at)
         if zlib.crc32(data[at:at + 8]) != header_crc:
+            if not any(data[at:at + _FRAME.size]):
+                return JournalContents(records, at, _unwritten(data, at), base)
             _damaged(path, at, len(records), "a frame header that fails its checksum")
         start, stop = at + _FRAME.size, at + _FRAME.size + length
         if stop > len(data):
@@ -114,8 +120,8 @@ def read_journal(path: Path, owner: str) -> JournalContents:
                                                 f"(offset {at})", base)
         payload = data[start:stop]
         if zlib.crc32(payload) != crc:
-            if stop == len(data) and b"\x00" in payload:
-                return JournalContents(records, at, f"a final record not yet written (NUL bytes, offset {at})", base)
+            if _never_written(payload, stop == len(data)):
+                return JournalContents(records, at, _unwritten(data, at), base)
             _damaged(path, at, len(records), "a record that fails its checksum")
         try:
             records.append(json.loads(payload))
@@ -125,9 +131,25 @@ def read_journal(path: Path, owner: str) -> JournalContents:
     return JournalContents(records, at, None, base)
 
 
+def _never_written(payload: bytes, final: bool) -> bool:
+    """Whether ``payload``, failing its checksum, is one the system never wrote back: NUL bytes anywhere in the
+    file's final payload; elsewhere NUL bytes at its start or its end, 8 or all of them (blocks never written,
+    the payload running across a block's edge), where a byte flipped to NUL inside is damage."""
+    if final:
+        return b"\x00" in payload
+    run = bytes(min(len(payload), 8))
+    return payload.startswith(run) or payload.endswith(run)
+
+
+def _unwritten(data: bytes, at: int) -> str:
+    """What the torn tail of ``data`` from a frame never written at offset ``at`` holds (module docstring)."""
+    return (f"{len(data) - at} bytes from offset {at} never written back (NUL bytes where a frame should be: appends "
+            "never synced when the system stopped, so never acknowledged)")
+
+
 def _damaged(path: Path, at: int, good: int, what: str) -> None:
-    raise JournalDamaged(f"{path} is damaged: {what} at byte {at}, after {good} good records; a crash leaves at most "
-                         "a torn final record (cut short, or not yet written), so this is damage to acknowledged "
+    raise JournalDamaged(f"{path} is damaged: {what} at byte {at}, after {good} good records; a crash leaves only "
+                         "a torn tail (cut short, or not yet written: NUL bytes), so this is damage to acknowledged "
                          "records. The file is left as it is: restore it from a backup (the service will not start "
                          "on it)")
 
@@ -144,7 +166,7 @@ class Journal:
     @classmethod
     def open(cls, path: Path, owner: str, base: int = 0) -> tuple["Journal", JournalContents]:
         """Open the journal at ``path`` of the folder whose id is ``owner`` (created after ``base`` records, with
-        its header line synced, if missing), cutting off a torn final record; return it with what
+        its header line synced, if missing), cutting off a torn tail; return it with what
         :func:`read_journal` found.
 
         Raises:
