@@ -196,6 +196,21 @@ def test_no_snapshot_keeps_a_request_the_journal_refused(tmp_path, monkeypatch):
     rebuilt.close()
 
 
+def test_a_snapshot_cut_short_by_a_kill_leaves_no_temporary_file_behind(tmp_path):
+    """kill -9 while a snapshot is written leaves its temporary file (``.snapshot.npz.<8 characters>``, never
+    renamed into place); the next start-up, holding the folder's lock, removes it and says so, and keeps every
+    other file."""
+    folder = tmp_path / "s"
+    Service.open(folder, agent_config("lin-ucb", 3, 4, None, seed=0)).close()
+    (folder / ".snapshot.npz.k1ll3d0x").write_bytes(b"\0" * 4096)  # what the killed write left
+    (folder / ".other.npz.abcdefgh").write_bytes(b"kept")  # not a file the service writes
+    before = sorted(p.name for p in folder.iterdir() if p.name != ".snapshot.npz.k1ll3d0x")
+    service = Service.open(folder)
+    assert "removed 1 temporary file(s)" in service.recovered
+    service.close()
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 def _journal(path, n=3):
     journal, _ = Journal.open(path, OWNER)
     for i in range(n):

@@ -38,7 +38,7 @@ def write_files(files: dict[Path, bytes]) -> None:
     try:
         for path, data in files.items():
             path = Path(path)
-            _remove_leftovers(path)
+            remove_leftovers(path)
             staged.append((_staged(path, lambda f, data=data: f.write(data)), path))
         for tmp, path in staged:
             os.replace(tmp, path)
@@ -72,16 +72,19 @@ def _staged(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     return Path(tmp)
 
 
-def _remove_leftovers(path: Path) -> None:
+def remove_leftovers(path: Path, older_than: float = STALE_SECONDS) -> int:
     """Remove the temporary files of ``path`` (``.<name>.<8 characters>``, :func:`_staged`'s) older than
-    :data:`STALE_SECONDS`."""
+    ``older_than`` seconds (0: all, for a folder no other process writes in, e.g. a service's locked one); return
+    how many were removed."""
     if not path.parent.is_dir():
-        return
-    now = time.time()
+        return 0
+    now, removed = time.time(), 0
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.????????"):
         with contextlib.suppress(OSError):
-            if now - tmp.stat().st_mtime > STALE_SECONDS:
+            if now - tmp.stat().st_mtime >= older_than:
                 tmp.unlink()
+                removed += 1
+    return removed
 
 
 def _mode_for(path: Path) -> int:

@@ -57,7 +57,7 @@ import jax
 import numpy as np
 
 from nlbandit.agent import AGENT_OPTIONS, MAX_MAGNITUDE, Agent, PolicyDiverged, RepeatedReward, UnknownEvent
-from nlbandit.atomic import write_bytes
+from nlbandit.atomic import remove_leftovers, write_bytes
 from nlbandit.core.hyper import ConfigError
 from nlbandit.policies.warmup import Warmup
 from nlbandit.service.journal import (Journal, JournalDamaged, compact, decode_array, encode_array, read_journal,
@@ -223,6 +223,9 @@ class Service:
                      + (f", {len(earlier)} replayed from them)" if earlier else ")"))
         if contents.torn:
             recovered += f"; cut off the journal's torn tail, never acknowledged: {contents.torn}"
+        left = sum(remove_leftovers(folder / name, older_than=0) for name in ("snapshot.npz", "agent.json"))
+        if left:  # (the folder is locked: a temporary file here is one a killed process never renamed)
+            recovered += f"; removed {left} temporary file(s) of a snapshot or configuration a crash cut short"
         return cls(folder, config, agent, journal, snapshot_every, lock, folder_id, recovered, trainer)
 
     def decide(self, body: Any) -> dict[str, Any]:
