@@ -695,6 +695,26 @@ def test_a_horizon_free_agent_survives_save_and_load(tmp_path, monkeypatch):
     assert loaded.spec.horizon == 32
 
 
+def test_a_horizon_free_agent_grows_to_the_int32_limit_and_no_further():
+    """Doubling from 2**30 stops at 2**31 - 1, the most a saved agent's horizon may be (it once grew to 2**31, which
+    save wrote and load refused); the decision after that many is refused naming the limit. (The decisions before
+    are stood in for by the agent's round count.)"""
+    from nlbandit.arguments import check_sizes
+
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    agent = Agent("lin-ucb", 3, 4, seed=0)
+    agent.reward(agent.decide(x).event_id, 0.5)
+    agent._t = 2**30
+    agent.decide(x)
+    assert agent.spec.horizon == 2**31 - 1
+    check_sizes("Agent.load", horizon=agent.spec.horizon)  # the check load makes of a saved header's horizon
+    with pytest.raises(ConfigError, match="field 'horizon' = 2147483648 is more than 2147483647"):
+        check_sizes("Agent.load", horizon=2**31)  # what the unbounded doubling saved
+    agent._t = 2**31 - 1
+    with pytest.raises(ValueError, match=r"^decide: this agent has made 2147483647 decisions and makes at most "):
+        agent.decide(x)
+
+
 def test_the_host_states_finiteness_check_is_exact_also_where_its_sum_overflows():
     from nlbandit.agent import _finite
 

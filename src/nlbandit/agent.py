@@ -84,7 +84,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nlbandit.arguments import check_sizes, integer, plain
+from nlbandit.arguments import MAX_INT, check_sizes, integer, plain
 from nlbandit.atomic import write_npz
 from nlbandit.core.hyper import ConfigError
 from nlbandit.core import round as one_round
@@ -334,7 +334,7 @@ class Agent:
         self._learn()
         horizon = self.spec.horizon
         while horizon < rounds:
-            horizon *= 2
+            horizon = min(2 * horizon, MAX_INT)  # (the most a saved agent's horizon may be: int32 rounds)
         spec, where = self.spec._replace(horizon=horizon), f"Agent policy '{self.config['name']}'"
         old = self._state
         kept = self._host_caches()
@@ -516,6 +516,9 @@ class Agent:
         return x, m
 
     def _room(self, n: int, where: str) -> None:
+        if self._t + n > MAX_INT:
+            raise ValueError(f"{where}: this agent has made {self._t} decisions and makes at most {MAX_INT} (its "
+                             "rounds are int32); start another agent to go on")
         if self.horizon_free and self._t + n > self.spec.horizon:
             self._grow(self._t + n)
         if self.policy.meta.max_horizon is not None and self._t + n > self.policy.meta.max_horizon:
