@@ -715,6 +715,29 @@ def test_a_horizon_free_agent_grows_to_the_int32_limit_and_no_further():
         agent.decide(x)
 
 
+def test_values_beyond_float64_and_ragged_or_boolean_input_are_refused_as_the_http_api_refuses_them():
+    """Hyperparameters within their ranges but beyond float64's (λ = 1e-320 makes V⁻¹ = I/λ infinite; σ = 1e308
+    overflows the width; an integer of 401 digits), a boolean among a batch's rewards and ragged contexts: each a
+    ConfigError or ValueError naming what is wrong (once a ZeroDivisionError, an OverflowError, a reward of 1.0 and
+    NumPy's own message), nothing applied."""
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    with pytest.raises(ConfigError, match=r"initial state is not finite with lam=1e-320"):
+        Agent("lin-ucb", 3, 4, lam=1e-320)
+    with pytest.raises(ValueError, match=r"round 1's arithmetic failed \(ZeroDivisionError.*'sigma': 1e\+308"):
+        Agent("lin-ucb", 3, 4, width="oful", sigma=1e308).decide(x)
+    with pytest.raises(ConfigError, match=r"field 'alpha' is an integer of 401 digits, beyond float64's range"):
+        Agent("lin-ucb", 3, 4, alpha=10**400)
+    agent = Agent("lin-ucb", 3, 4)
+    first, second = agent.decide(x).event_id, agent.decide(x).event_id
+    with pytest.raises(ValueError, match=rf"value of event {second} must be a finite number .*, got True"):
+        agent.reward([first, second], [0.5, True])
+    assert agent.rewarded == 0
+    agent.reward([first, second], np.array([0.5, 0.25]))  # an array's values, as before
+    with pytest.raises(ValueError, match=r"^decide: contexts must be an array of real numbers with rows of one len"):
+        agent.decide([[1.0, 2.0, 3.0], [1.0, 2.0]])
+    assert agent.rounds == 2
+
+
 def test_the_host_states_finiteness_check_is_exact_also_where_its_sum_overflows():
     from nlbandit.agent import _finite
 

@@ -87,6 +87,9 @@ def test_agents_are_created_served_listed_and_removed_while_the_service_runs(tmp
     ("ok", {**UCB, "hyperparameters": {"first_event_id": 5}}, "['first_event_id'] are options of the agent"),
     ("ok", {**UCB, "hyperparameters": {"alpha": [1, 2]}}, "field 'alpha' must be a number >= 0, got [1, 2]"),
     ("ok", {**UCB, "hyperparameters": {"no_such": 1}}, "unknown argument 'no_such'"),
+    # in range, but beyond float64's: the agent refuses it (a ZeroDivisionError once, a 500)
+    ("ok", {**UCB, "hyperparameters": {"lam": 1e-320}}, "initial state is not finite with lam=1e-320"),
+    ("ok", {**UCB, "hyperparameters": {"alpha": 10**400}}, "field 'alpha' must be a number >= 0, got inf"),
 ])
 def test_a_refused_creation_leaves_nothing_behind(tmp_path, name, body, message):
     folder = tmp_path / "s"

@@ -277,6 +277,10 @@ class Agent:
         self._setup(config, spec, int(seed), None if estimate_draws is None else int(estimate_draws), numpy_round,
                     horizon is None, int(first_event_id))
         self._state = self._host_state(self._programs.init(self._params, self._keys.policy_init))
+        if not _finite(jax.tree.leaves(self._state)):
+            given = ", ".join(f"{name}={value!r}" for name, value in hyperparameters.items()) or "the defaults"
+            raise ConfigError(f"Agent policy '{policy}': its initial state is not finite with {given} (a value beyond "
+                              "float64's range: e.g. lam = 1e-320 makes V⁻¹ = I/λ infinite); choose them nearer 1")
 
     def _setup(self, config: dict[str, Any], spec: ProblemSpec, seed: int, draws: int | None, numpy_round: bool,
                horizon_free: bool, first_event_id: int) -> None:
@@ -579,14 +583,19 @@ class Agent:
         self._check_health(self._host_ok)
         draws = None if self._act_draws is None else self._act_draws(t)
         mask = None if m is self._all_arms else m
-        if self._estimates():
-            pairs = max(self.estimate_draws // 2, 1)
-            arm, score, bonus, p, se = self._host.estimate(self._host_params, state, draws, x, mask, t,
-                                                           standard_normals(self.seed, _ESTIMATE_STREAM, t,
-                                                                            self.spec.d, pairs))
-            how = None if se is None else f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
-            return arm, float(score), float(bonus), float(p), how
-        arm, score, bonus, p = self._host.act(self._host_params, state, draws, x, mask, t)
+        try:
+            if self._estimates():
+                pairs = max(self.estimate_draws // 2, 1)
+                arm, score, bonus, p, se = self._host.estimate(self._host_params, state, draws, x, mask, t,
+                                                               standard_normals(self.seed, _ESTIMATE_STREAM, t,
+                                                                                self.spec.d, pairs))
+                how = None if se is None else f"estimate: {2 * pairs} conditional Gaussian draws, se {se:.2g}"
+                return arm, float(score), float(bonus), float(p), how
+            arm, score, bonus, p = self._host.act(self._host_params, state, draws, x, mask, t)
+        except ArithmeticError as e:  # (numba's division by zero on a non-finite width, an overflow)
+            raise ValueError(f"policy '{self.policy.meta.name}': round {t}'s arithmetic failed ({type(e).__name__}: "
+                             f"{e}) with hyperparameters {self.config}: a value beyond float64's range (a scale this "
+                             "large, or a λ this small); choose them nearer 1") from None
         return arm, float(score), float(bonus), float(p), None
 
     @_serialised
@@ -696,7 +705,7 @@ class Agent:
         if batch and np.ndim(event_id) != 1:
             raise ValueError(f"reward: a batch of event ids must be 1-D, got shape {np.shape(event_id)}")
         ids = list(event_id) if batch else [event_id]
-        values = list(np.atleast_1d(value)) if batch else [value]  # (strings stay strings: refused below)
+        values = _items(value) if batch else [value]  # (strings and booleans stay as given: refused below)
         if len(values) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(values)} values")
         needs_bound = self.policy.meta.requires.noise_level
@@ -707,7 +716,7 @@ class Agent:
             raise ValueError(f"reward: policy '{self.policy.meta.name}' does not read a noise level; omit "
                              "variance_bound")
         bounds = [None] * len(ids) if variance_bound is None else (
-            list(np.atleast_1d(variance_bound)) if batch else [variance_bound])
+            _items(variance_bound) if batch else [variance_bound])
         if len(bounds) != len(ids):
             raise ValueError(f"reward: {len(ids)} event ids but {len(bounds)} variance bounds")
         low, high = self.policy.meta.requires.reward_range or (-math.inf, math.inf)
@@ -859,6 +868,11 @@ def agent_policy(policy: str, hyperparameters: dict[str, Any], spec: ProblemSpec
     Raises:
       ConfigError: naming the field (``where``): an unknown policy or hyperparameter, a value out of its range.
     """
+    huge = [name for name, value in hyperparameters.items()
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1024]
+    if huge:  # (an HTTP body's JSON integer is unbounded: past float64's range it would overflow, not be refused)
+        raise ConfigError(f"{where}: field '{huge[0]}' is an integer of {len(str(abs(hyperparameters[huge[0]])))} "
+                          "digits, beyond float64's range (about 1.8e308)")
     given = {**agent_defaults().get(policy, {}), **hyperparameters}
     practice = [name for name in given if name not in hyperparameters]  # (the agent's choice, not the caller's)
     return check_policy_sizes(resolve_policy({"name": policy, **given}, where, reads=reads, unread=practice), spec,
@@ -871,10 +885,20 @@ def _real(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
+def _items(values: Any) -> list:
+    """A batch's values as given, one per event: a list's or tuple's own elements (NumPy would turn a ``True``
+    among floats into 1.0, which the HTTP API refuses), an array's or a scalar's (``np.atleast_1d``)."""
+    return list(values) if isinstance(values, (list, tuple)) else list(np.atleast_1d(values))
+
+
 def _real_array(contexts: Any, where: str) -> np.ndarray:
     """``contexts`` as a C-ordered float64 copy of the agent's own; ValueError unless they are real numbers (not
-    booleans, strings or complex numbers, which the HTTP API refuses too)."""
-    raw = np.asarray(contexts)
+    booleans, strings or complex numbers, which the HTTP API refuses too) in rows of one length."""
+    try:
+        raw = np.asarray(contexts)
+    except ValueError:  # (NumPy's "inhomogeneous shape")
+        raise ValueError(f"{where}: contexts must be an array of real numbers with rows of one length (k rows of d "
+                         "numbers), got rows of different lengths") from None
     if raw.dtype.kind not in "iuf":
         raise ValueError(f"{where}: contexts must be real numbers (not booleans, strings or complex ones), got "
                          f"dtype {raw.dtype}")
