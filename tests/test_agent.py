@@ -738,6 +738,42 @@ def test_values_beyond_float64_and_ragged_or_boolean_input_are_refused_as_the_ht
     assert agent.rounds == 2
 
 
+def test_a_jitted_agent_shared_with_a_training_thread_never_reads_a_donated_state():
+    """Decisions that learn (the jitted update_act, which donates the state it replaces) in one thread while another
+    calls learn() and reads state over and over, as docs/online.md allows: no read of a released buffer (once
+    thousands of 'Buffer has been deleted or donated' errors in 2,000 decisions), and the same decisions as alone."""
+    import threading
+
+    rng = np.random.default_rng(0)
+    contexts = [rng.normal(size=(50, 20)) / 5 for _ in range(300)]
+    shared, alone = Agent("lin-ucb", 20, 50, seed=0, numpy_round=False), Agent("lin-ucb", 20, 50, seed=0,
+                                                                              numpy_round=False)
+    errors, stop = [], threading.Event()
+
+    def trainer():
+        while not stop.is_set():
+            try:
+                shared.learn()
+                shared.state
+            except Exception as e:  # noqa: BLE001 -- any error in the thread fails the test
+                errors.append(f"{type(e).__name__}: {e}")
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    arms = []
+    for x in contexts:
+        arms.append(shared.decide(x).arm)
+        shared.reward(shared.rounds, 1.0)
+    stop.set()
+    thread.join()
+    assert errors == []
+    expected = []
+    for x in contexts:
+        expected.append(alone.decide(x).arm)
+        alone.reward(alone.rounds, 1.0)
+    assert arms == expected
+
+
 def test_the_host_states_finiteness_check_is_exact_also_where_its_sum_overflows():
     from nlbandit.agent import _finite
 

@@ -414,10 +414,9 @@ class Agent:
     def state(self) -> Any:
         """A host copy of the policy's current state (a pytree of NumPy arrays, the agent's own arrays
         untouched by changes to it)."""
-        with self._lock:  # (a decision that learns donates the state it replaces, under this lock)
+        with self._lock:  # (a decision that learns donates the state it replaces, under this lock: copied here)
             self._learn_locked(False, None)
-            state = self._state
-        return jax.device_get(state) if self._host is None else jax.tree.map(np.array, state)
+            return jax.device_get(self._state) if self._host is None else jax.tree.map(np.array, self._state)
 
     @property
     def learnt(self) -> int:
@@ -444,7 +443,7 @@ class Agent:
             try:
                 jax.block_until_ready(state)
                 return self._learnt - before
-            except jax.errors.JaxRuntimeError:
+            except RuntimeError:  # (JaxRuntimeError, or jax's own for an array deleted)
                 if not any(leaf.is_deleted() for leaf in jax.tree.leaves(state) if isinstance(leaf, jax.Array)):
                     raise
 
