@@ -535,6 +535,15 @@ def _cli_cases():
         ("label-line-break", edit('label = "ES"', 'label = "E\\nS"'), "field 'label' must be printable text"),
         ("label-pipe", edit('label = "ES"', 'label = "E | S"'), "field 'label' must be printable text"),
         ("label-blank", edit('label = "ES"', 'label = "  "'), "field 'label' must be printable text"),
+        # a case or title a report prints in a table row or a heading (once accepted, the report's table split)
+        ("case-pipe-line-break", edit('[env]\nname = "linear"', '[[env]]\ncase = "a|b\\nc"\nname = "linear"'),
+         "env[0]: field 'case' must be printable text"),
+        ("case-blank", edit('[env]\nname = "linear"', '[[env]]\ncase = "  "\nname = "linear"'),
+         "env[0]: field 'case' must be printable text"),
+        ("case-comma", edit('[env]\nname = "linear"', '[[env]]\ncase = "a,b"\nname = "linear"'),
+         "env[0]: field 'case' must be a name without ','"),
+        ("title-line-break", edit("horizon = 100", 'title = "one\\ntwo"\nhorizon = 100'),
+         "field 'title' must be one line of printable text"),
         ("grid-value-twice", edit("d = 3", "d = [3, 3]"), "field 'd' = [3, 3] lists 3 twice; a grid's values must "
                                                           "differ"),
         ("scales-misspelt", edit("lam = 1.0", 'lam = 1.0\nscale = ["full"]'),

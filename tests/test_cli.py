@@ -309,3 +309,54 @@ def test_runs_a_runtime_claim_reads_are_timed_alone(tiny, tmp_path):
         assert run_experiment(exp, store, progress=False, log=lambda m: None) == 0  # now stored alone
     exp.claims[:] = [type(claim)("t", "", "runtime(label) > 0", "pass")]  # not a literal: every run
     assert timed_runs(exp) == {r.run_id for r in exp.runs}
+
+
+@pytest.mark.parametrize("failure, status, message", [
+    (OSError(28, "No space left on device"), 2, r"^error: \[Errno 28\] No space left on device; the runs stored"),
+    (RuntimeError("Query interrupted"), 130, r"^interrupted: the runs stored so far are kept"),
+])
+def test_a_report_that_cannot_be_written_or_ctrl_c_inside_the_database_ends_in_one_line(tiny, tmp_path, capsys,
+                                                                                        monkeypatch, failure, status,
+                                                                                        message):
+    """After the runs are stored: a full disk under the report folder is one line and status 2 (once a traceback and
+    1, check's 'a claim failed'); Ctrl-C that DuckDB turned into its 'Query interrupted' is status 130 with the
+    line a KeyboardInterrupt gets (once a traceback and 1)."""
+    import nlbandit.report.build as build
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(build, "write_report", fail)
+    assert main(["run", str(tiny), "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "rep"),
+                 "--no-progress", "--executor", "local"]) == status
+    err = capsys.readouterr().err
+    assert re.search(message, err.strip().splitlines()[-1]) and "Traceback" not in err, err
+
+
+def test_a_worker_that_died_ends_in_one_line(tiny, tmp_path, capsys, monkeypatch):
+    """A worker process killed while computing (the out-of-memory killer) is one line and status 2, what was stored
+    kept (once a BrokenProcessPool traceback and status 1)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    import nlbandit.experiments.schedule as schedule
+
+    def die(*args, **kwargs):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(schedule, "run_experiments", die)
+    assert main(["run", str(tiny), "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "rep"),
+                 "--no-progress"]) == 2
+    assert re.search(r"^error: a worker process died while computing", capsys.readouterr().err)
+
+
+def test_out_a_dangling_link_and_db_a_duckdb_special_name_are_files(tiny, tmp_path, capsys, monkeypatch):
+    """--out naming a link to nothing is refused before anything runs (once a FileExistsError after the runs);
+    --db ':memory:' is a file of that name, kept, not DuckDB's in-memory database (whose runs were lost)."""
+    (tmp_path / "out").symlink_to(tmp_path / "nowhere")
+    assert main(["run", str(tiny), "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "out")]) == 2
+    assert "is a link to" in capsys.readouterr().err and not (tmp_path / "r.duckdb").exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(tiny), "--db", ":memory:", "--out", str(tmp_path / "rep"), "--no-progress",
+                 "--executor", "local"]) == 0
+    with Store(tmp_path / ":memory:") as store:
+        assert missing(store, load_experiment(tiny, "quick").runs).todo == []

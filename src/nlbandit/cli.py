@@ -31,6 +31,7 @@ database).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures.process
 import contextlib
 import io
 import json
@@ -406,8 +407,9 @@ def _compile_as_stored(runs: list[dict], experiments: list[str] | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nlbandit`` command; returns the exit status (0; 1 when ``check`` finds a claim
     that does not hold, or when the reader of its output went away (a closed pipe); 2 on bad input (found before or
-    while the runs compute), a run whose training diverged or a results database that fails (damaged, a full disk),
-    with one line ``error: ...`` on stderr; 3 when the database is busy; 130 when interrupted)."""
+    while the runs compute), a run whose training diverged, a results database that fails (damaged, a full disk), a
+    report that cannot be written or a worker process that died, with one line ``error: ...`` on stderr; 3 when the
+    database is busy; 130 when interrupted, also inside a database call)."""
     try:
         return _command(argv)
     except BrokenPipeError:  # (`nlbandit list | head`: the reader left; say nothing more, not a traceback)
@@ -415,11 +417,17 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
-        print("\ninterrupted: the runs stored so far are kept, and running the command again resumes each unfinished "
-              "batch from its last checkpoint", file=sys.stderr)
-        return 130
+        return _interrupted()
     except ConfigError as e:  # bad input found only as the runs compute (a log that cannot support an estimator)
         print(f"error: {' '.join(str(e).split())}; the runs stored so far are kept", file=sys.stderr)
+        return 2
+    except OSError as e:  # a report that cannot be written (a full disk), after the runs are stored
+        print(f"error: {' '.join(str(e).split())}; the runs stored so far are kept", file=sys.stderr)
+        return 2
+    except concurrent.futures.process.BrokenProcessPool:  # a worker killed (out of memory?)
+        print("error: a worker process died while computing (killed: out of memory, or by a signal); the runs "
+              "stored so far are kept, and running the command again resumes each unfinished batch from its last "
+              "checkpoint (with fewer --workers if memory ran out)", file=sys.stderr)
         return 2
     except ValueError as e:  # a run whose training diverged, or a tuning whose every point did: the configuration's
         from nlbandit.experiments.tuning import DIVERGED  # fault, said in one line as bad input is
@@ -429,12 +437,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {' '.join(str(e).split())}; the runs stored so far are kept", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 -- DuckDB's own errors (its module is imported only with the store)
+        if isinstance(e, RuntimeError) and str(e).strip() == "Query interrupted":  # (Ctrl-C inside a DuckDB call)
+            return _interrupted()
         if not any(c.__module__.split(".")[0] in ("duckdb", "_duckdb") for c in type(e).__mro__):
             raise
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"error: the results database failed ({type(e).__name__}: {first}); what was stored before is "
               "kept. A damaged file: restore it, or run with another --db", file=sys.stderr)
         return 2
+
+
+def _interrupted() -> int:
+    """Say that the command was interrupted (Ctrl-C) and what is kept; return its exit status, 130."""
+    print("\ninterrupted: the runs stored so far are kept, and running the command again resumes each unfinished "
+          "batch from its last checkpoint", file=sys.stderr)
+    return 130
 
 
 def _command(argv: list[str] | None) -> int:
@@ -757,6 +774,9 @@ def _check_reports(experiments: list, outs: list[Path]) -> None:
     for (path, exp), out in zip(experiments, outs):
         existing = out
         while not existing.exists():
+            if existing.is_symlink():  # (a link to nothing: exists() is False, but no folder can be made there)
+                raise ConfigError(f"report folder {out}: {existing} is a link to {os.readlink(existing)}, which does "
+                                  "not exist (pass --out a folder)")
             existing = existing.parent
         if not existing.is_dir():
             raise ConfigError(f"report folder {out}: {existing} is an existing file, not a folder (pass --out a "

@@ -268,7 +268,7 @@ class Store:
         try:
             _check_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.con = duckdb.connect(str(self.path))
+            self.con = duckdb.connect(os.path.abspath(self.path))  # (a file: never ':memory:' nor 'md:...')
         except OSError as e:  # a symlink loop, a path through a file, no permission
             raise StoreError(f"results database {self.path}: {e}") from None
         except duckdb.Error as e:

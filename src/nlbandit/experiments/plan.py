@@ -72,6 +72,9 @@ def load_experiment(path: str | Path, scale: str = "quick", seeds: int | None = 
                     c["unchecked"])
               for i, (c, at) in enumerate(spec.claims) if scale in at]
     raw, top, where, horizon, n_seeds, path = spec.raw, spec.top, spec.where, spec.horizon, spec.n_seeds, spec.path
+    if not top["title"].isprintable():
+        raise ConfigError(f"{where}: field 'title' must be one line of printable text (a report's heading), got "
+                          f"{top['title']!r}")
     exp = Experiment(
         path=path,
         name=top["name"] or path.stem,
@@ -159,6 +162,9 @@ def _cases(spec: FileSpec, loop: Loop, cases: list[str] | None
         env_raw = dict(as_table(env_raw, f"{ewhere}"))
         registry_name(env_raw, ewhere)
         name = Hyper("case", None, "case name", kind=str, optional=True).validate(env_raw.pop("case", None), ewhere)
+        if name is not None and "," in display_name(name, "case", ewhere):
+            raise ConfigError(f"{ewhere}: field 'case' must be a name without ',' (--cases separates names with "
+                              f"commas), got {name!r}")
         if isinstance(raw["env"], list) and name is None:
             raise ConfigError(f"{ewhere}: field 'case' is required when [[env]] lists several cases (a short name)")
         strata = Hyper("strata", None, "the grid field whose values share out the seeds", kind=str,
