@@ -315,3 +315,32 @@ def test_revalidate_recomputes_beside_the_other_seeds_where_the_two_alone_differ
             adopted, stale = revalidate(store, log=lambda m: None)
             monkeypatch.setattr(BanditLoop, "compute", real)
         assert len(adopted) == adopted_count and len(stale) == 2 - adopted_count
+
+
+def test_revalidate_recomputes_beside_a_series_own_seeds_where_they_are_not_contiguous(tmp_path, experiment_file,
+                                                                                     monkeypatch):
+    """A series whose stored seeds are not contiguous (a tuned series' 0-2 and 1000000000..., or 0-2 and 10-12
+    here) is recomputed beside exactly those seeds where its first and last differ computed alone: adopted (it
+    once computed seeds 0-5, never stored, and left the series stale: '10 is not in list')."""
+    from dataclasses import replace
+
+    from nlbandit.experiments.plan import load_experiment
+    from nlbandit.experiments.runner import run_experiment
+    from nlbandit.loops.bandit import BanditLoop
+    from test_runlist import rounding
+
+    exp = load_experiment(experiment_file(EXPERIMENT.replace("seeds = 2", "seeds = 3")))
+    later = replace(exp, runs=[replace(r, seed_offset=10) for r in exp.runs])
+    with Store(tmp_path / "r.duckdb") as store:
+        assert run_experiment(exp, store, progress=False, log=lambda m: None) == 2
+        assert run_experiment(later, store, progress=False, log=lambda m: None) == 2
+        for row in store.index():
+            assert row["seeds"] == [0, 1, 2, 10, 11, 12]
+            assert store.adopt(row["series_id"], "old-" + row["series_id"], {**row["config"], "code": "0" * 16})
+        seen = []
+        real = rounding(alone_only=True)
+        monkeypatch.setattr(BanditLoop, "compute", lambda self, batch, seeds, **kw: (
+            seen.append(list(seeds)), real(self, batch, seeds, **kw))[1])
+        adopted, stale = revalidate(store, log=lambda m: None)
+    assert (len(adopted), stale) == (2, [])
+    assert [0, 1, 2, 10, 11, 12] in seen and all(s in ([0, 12], [0, 1, 2, 10, 11, 12]) for s in seen), seen

@@ -69,9 +69,11 @@ def sample_seeds(seeds: list[int]) -> list[int]:
     return sorted({min(seeds), max(seeds)})
 
 
-def recompute_sample(runs: list[RunConfig], sample: list[int], agrees: Callable[[Computed], bool]) -> Computed:
+def recompute_sample(runs: list[RunConfig], sample: list[int], agrees: Callable[[Computed], bool],
+                     every: list[int] | None = None) -> Computed:
     """The batch ``runs`` (of equal :func:`~nlbandit.experiments.runner.batch_key`) computed on its ``sample``
-    seeds alone, and where that does not satisfy ``agrees``, on every seed of the runs, restricted to ``sample``:
+    seeds alone, and where that does not satisfy ``agrees``, on ``every`` seed stored (default: the runs' seeds; a
+    tuned series' are not contiguous, e.g. 0-2 and 1000000000-1000000001), restricted to ``sample``:
     a float32 network vectorised over 2 seeds can round otherwise than over S and choose another arm at a
     near-tie (Kveton Fig. 2's DeepFPL, Bae's NeuralLog-UCB-2 on h5, 2026-11-27). Raises what the loop's
     ``compute`` raises, and ``ValueError`` for runs compiled with XLA flags (:attr:`RunConfig.xla`) that this
@@ -80,7 +82,8 @@ def recompute_sample(runs: list[RunConfig], sample: list[int], agrees: Callable[
     if lacking:
         raise ValueError(f"compiled with XLA flags {' '.join(lacking)}, which this process does not set (run it "
                          f"with XLA_FLAGS='{' '.join(lacking)}')")
-    for seeds in [sample] + ([list(runs[0].seeds)] if runs[0].n_seeds > len(sample) else []):
+    every = list(runs[0].seeds) if every is None else every
+    for seeds in [sample] + ([every] if len(every) > len(sample) else []):
         out = LOOPS[runs[0].loop].compute(runs, seeds)
         at = [seeds.index(s) for s in sample]
         out = replace(out, arms=[a[at] for a in out.arms], curves=[{m: c[at] for m, c in cs.items()}
@@ -124,7 +127,7 @@ def revalidate(store: Store, log: Callable[[str], None] = print,
     """Adopt every stale series whose policy and environment still exist and whose :func:`matches` holds under
     its current key (only those of the named ``experiments``, e.g. ``"sun2025/fig1d_distance"``, where given);
     return the series ids (adopted, left stale)."""
-    groups: dict[tuple[str, tuple[int, ...]], list[tuple[dict[str, Any], RunConfig]]] = {}
+    groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[tuple[dict[str, Any], RunConfig]]] = {}
     for row in annotated_runs(store):
         if experiments is not None and row["experiment"] not in experiments:
             continue
@@ -133,14 +136,14 @@ def revalidate(store: Store, log: Callable[[str], None] = print,
             run = RunConfig.from_identity({**row["config"], "env": _with_defaults(resolve_env, row["config"]["env"]),
                                            "policy": _with_defaults(resolve_policy, row["config"]["policy"]),
                                            "n_seeds": len(seeds), "seed_offset": seeds[0]}, row["label"])
-            groups.setdefault((batch_key(run), tuple(sample_seeds(seeds))), []).append((row, run))
+            groups.setdefault((batch_key(run), tuple(sample_seeds(seeds)), tuple(seeds)), []).append((row, run))
     adopted, stale = [], []
-    for (_, sample), group in groups.items():
+    for (_, sample, every), group in groups.items():
         runs = [run for _, run in group]
         stored = store.load_many([(row["series_id"], sample) for row, _ in group], with_arms=True)
         try:
             out, error = recompute_sample(runs, list(sample), lambda o: all(
-                matches(o, i, stored[i]) for i in range(len(group)))), None
+                matches(o, i, stored[i]) for i in range(len(group))), list(every)), None
         except (ConfigError, DataError, KeyError, TypeError, ValueError) as e:
             out, error = None, e
         for i, (row, run) in enumerate(group):
